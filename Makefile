@@ -1,0 +1,37 @@
+# The README's commands.  Each one creates .venv and installs the package on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test test-all demo bench lint clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+## make test: the CI suite (fast tests plus the seeded subset of slow ones marked `ci`)
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow or ci" -q
+
+## make test-all: every test, slow statistical checks included
+test-all: $(STAMP)
+	$(PY) -m pytest -q
+
+## make demo: a small end-to-end run; figures and tables go to results/
+demo: $(STAMP)
+	$(PY) -m rmt.demo --out results
+
+## make bench: the benchmark scripts (numbers go to benchmarks/RESULTS.md by hand)
+bench: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) benchmarks/bench_hvp.py
+
+lint: $(STAMP)
+	$(PY) -m pip install -q ruff
+	$(PY) -m ruff check rmt tests benchmarks
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

@@ -1,0 +1,17 @@
+"""rmt: random-matrix theory of two-layer network Hessians.
+
+The public API, grouped by role.
+"""
+
+__version__ = "0.1.0"
+
+# -- data and network (THEORY.md sections 1-2) ----------------------------------------------
+from .models import TARGETS, Dataset, MultiIndexModel  # noqa: F401
+from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401
+from .hessian import Hessian  # noqa: F401
+
+# -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
+
+# -- free probability (issue 4) ---------------------------------------------------------------
+
+# -- points, thresholds and experiments (issue 5) ---------------------------------------------

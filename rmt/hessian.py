@@ -1,0 +1,93 @@
+"""The empirical first-layer Hessian as a matrix-free operator (THEORY.md section 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+from ._validation import check_nonneg_float
+from .kernels.hessian import default_chunks, dense_hessian, hvp_fused
+from .models import Dataset
+from .network import TwoLayerNet
+
+
+class Hessian:
+    """First-layer Hessian of the mean loss plus ``weight_decay/2 ||W||_F^2``.
+
+        H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
+
+    Vectors are neuron-major: ``v.reshape(m, d)[j]`` is the direction of ``w_j``.
+
+    Attributes
+    ----------
+    D : ndarray (n, m, m)
+        Per-sample curvature blocks.
+    shape : tuple
+        ``(m*d, m*d)``.
+    n_matvec : int
+        Number of vectors multiplied so far (a block of ``b`` counts ``b``).
+    n_passes : int
+        Number of passes over ``X`` so far (a block product counts one).
+    """
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, net: TwoLayerNet, data: Dataset, W, weight_decay=0.0):
+        if not isinstance(net, TwoLayerNet):
+            raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+        if not isinstance(data, Dataset):
+            raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
+        self.net = net
+        self.data = data
+        self.W = net.check_weights(W, data.d)
+        self.weight_decay = check_nonneg_float(weight_decay, "weight_decay")
+        self.D = net.curvature(data.X @ self.W, data.y)
+        self.n, self.d = data.X.shape
+        self.m = net.width
+        self.shape = (self.m * self.d, self.m * self.d)
+        self.n_matvec = 0
+        self.n_passes = 0
+        self.n_chunks = default_chunks()
+
+    def __repr__(self):
+        return f"Hessian(n={self.n}, d={self.d}, m={self.m}, weight_decay={self.weight_decay})"
+
+    def matvec(self, v) -> np.ndarray:
+        """``H v`` for ``v`` of shape ``(m*d,)``."""
+        v = np.asarray(v)
+        if v.shape not in ((self.shape[0],), (self.shape[0], 1)):
+            raise ValueError(f"v must have shape ({self.shape[0]},); got {v.shape}")
+        return self.matmat(v.reshape(-1, 1)).reshape(v.shape)
+
+    def matmat(self, V) -> np.ndarray:
+        """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim != 2 or V.shape[0] != self.shape[0]:
+            raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
+        if not np.all(np.isfinite(V)):
+            raise ValueError("V must be finite")
+        b = V.shape[1]
+        # column c of V is (m, d) neuron-major, so V.T.reshape(b*m, d) stacks the rows Vt
+        Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
+        out = hvp_fused(self.data.X, self.D, Vt, self.n_chunks)
+        out *= 1.0 / self.n
+        if self.weight_decay:
+            out += self.weight_decay * Vt
+        self.n_matvec += b
+        self.n_passes += 1
+        return np.ascontiguousarray(out.reshape(b, self.m * self.d).T)
+
+    def to_dense(self) -> np.ndarray:
+        """The dense ``(m d) x (m d)`` matrix, assembled by the Numba reference kernel."""
+        return dense_hessian(self.data.X, self.D, self.weight_decay)
+
+    def as_linear_operator(self) -> LinearOperator:
+        """A scipy ``LinearOperator`` that calls the fused product (symmetric, float64)."""
+        return LinearOperator(
+            self.shape,
+            matvec=self.matvec,
+            matmat=self.matmat,
+            rmatvec=self.matvec,
+            rmatmat=self.matmat,
+            dtype=np.float64,
+        )

@@ -1,0 +1,1 @@
+"""Every ``@njit`` function of ``rmt`` lives in this package, and only here."""

@@ -1,0 +1,159 @@
+"""Numba kernels of the first-layer Hessian (THEORY.md section 2).
+
+    H = (1/n) sum_i D_i (x) x_i x_i^T + lambda_wd I,
+    D_i[j,k] = l'' a_j a_k s'(u_ij) s'(u_ik) + [j=k] l' a_j s''(u_ij).
+
+Vectors are neuron-major: ``v.reshape(m, d)[j]`` is the direction of ``w_j``.  A block of ``b``
+vectors is stored as ``Vt`` of shape ``(b*m, d)``: row ``c*m + j`` is neuron ``j`` of vector ``c``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+from .elementwise import activation, loss
+
+ROWS_PER_STEP = 4
+
+
+@njit(cache=True, parallel=True)
+def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out):
+    """Per-sample curvature blocks ``D_i`` from the pre-activations ``U = X W`` (``n x m``).
+
+    Also writes the network output ``f_i`` and ``l'(y_i, f_i)``.
+    """
+    n, m = U.shape
+    for i in prange(n):
+        s = np.empty(m)
+        ds = np.empty(m)
+        d2s = np.empty(m)
+        f = 0.0
+        for j in range(m):
+            s[j], ds[j], d2s[j] = activation(act_code, U[i, j])
+            f += a[j] * s[j]
+        _, dl, d2l = loss(loss_code, y[i], f, huber_delta)
+        f_out[i] = f
+        dl_out[i] = dl
+        for j in range(m):
+            gj = a[j] * ds[j]
+            for k in range(j, m):
+                v = d2l * gj * a[k] * ds[k]
+                D[i, j, k] = v
+                D[i, k, j] = v
+            D[i, j, j] += dl * a[j] * d2s[j]
+
+
+@njit(cache=True, inline="always")
+def _rows_step(X, D, Vt, acc, i0, i1, m, b):
+    """Add ``sum_{i0<=i<i1} x_i r_i^T`` to ``acc``, with ``r_i = (x_i^T V) D_i`` per vector."""
+    c_tot = Vt.shape[0]
+    d = X.shape[1]
+    nr = i1 - i0
+    u = np.zeros((ROWS_PER_STEP, c_tot))
+    r = np.zeros((ROWS_PER_STEP, c_tot))
+    for c in range(c_tot):
+        vrow = Vt[c]
+        for q in range(nr):
+            xrow = X[i0 + q]
+            s = 0.0
+            for t in range(d):
+                s += xrow[t] * vrow[t]
+            u[q, c] = s
+    for q in range(nr):
+        Di = D[i0 + q]
+        for blk in range(b):
+            for k in range(m):
+                s = 0.0
+                for j in range(m):
+                    s += u[q, blk * m + j] * Di[j, k]
+                r[q, blk * m + k] = s
+    for c in range(c_tot):
+        arow = acc[c]
+        if nr == ROWS_PER_STEP:
+            x0 = X[i0]
+            x1 = X[i0 + 1]
+            x2 = X[i0 + 2]
+            x3 = X[i0 + 3]
+            r0 = r[0, c]
+            r1 = r[1, c]
+            r2 = r[2, c]
+            r3 = r[3, c]
+            for t in range(d):
+                arow[t] += x0[t] * r0 + x1[t] * r1 + x2[t] * r2 + x3[t] * r3
+        else:
+            for q in range(nr):
+                xrow = X[i0 + q]
+                rq = r[q, c]
+                for t in range(d):
+                    arow[t] += xrow[t] * rq
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def hvp_fused(X, D, Vt, n_chunks):
+    """Fused Hessian-vector product without the ``1/n`` and weight decay: ``sum_i x_i r_i^T``.
+
+    Each row of ``X`` is read once per call, for all ``b = Vt.shape[0] // m`` vectors at once.
+    Rows are split into ``n_chunks`` contiguous chunks, each with a private accumulator,
+    reduced at the end.  Returns an array of the shape of ``Vt``.
+    """
+    n = X.shape[0]
+    m = D.shape[1]
+    c_tot, d = Vt.shape
+    b = c_tot // m
+    partial = np.zeros((n_chunks, c_tot, d))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        i = lo
+        while i < hi:
+            i1 = min(hi, i + ROWS_PER_STEP)
+            _rows_step(X, D, Vt, acc, i, i1, m, b)
+            i = i1
+    out = np.zeros((c_tot, d))
+    for ch in range(n_chunks):
+        out += partial[ch]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def dense_hessian(X, D, weight_decay):
+    """Dense ``(m d) x (m d)`` Hessian by ``m(m+1)/2`` weighted Gram matrices (reference only)."""
+    n, d = X.shape
+    m = D.shape[1]
+    H = np.zeros((m * d, m * d))
+    for j in range(m):
+        for k in range(j, m):
+            w = np.empty(n)
+            for i in range(n):
+                w[i] = D[i, j, k] / n
+            for t in prange(d):
+                row = np.zeros(d)
+                for i in range(n):
+                    c = X[i, t] * w[i]
+                    if c != 0.0:
+                        xi = X[i]
+                        for s in range(d):
+                            row[s] += c * xi[s]
+                for s in range(d):
+                    H[j * d + t, k * d + s] = row[s]
+    for j in range(m):
+        for k in range(j, m):
+            for t in prange(d):
+                for s in range(d):
+                    if k > j:
+                        H[k * d + s, j * d + t] = H[j * d + t, k * d + s]
+                    elif s > t:
+                        v = 0.5 * (H[j * d + t, j * d + s] + H[j * d + s, j * d + t])
+                        H[j * d + t, j * d + s] = v
+                        H[j * d + s, j * d + t] = v
+    for p in range(m * d):
+        H[p, p] += weight_decay
+    return H
+
+
+def default_chunks() -> int:
+    """Number of row chunks for the fused product: the Numba thread count."""
+    return max(1, int(get_num_threads()))
