@@ -1,0 +1,134 @@
+"""Tidy result files: an append-only CSV that a sweep can resume, and a JSON manifest.
+
+Rows are flat dicts of scalars.  Every row is written and flushed as soon as it is finished,
+so an interrupted run loses nothing that was done; a resumed run reads the keys back and skips
+them.  Files are first written under a temporary name and moved into place, so a failure
+before the first row leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import pathlib
+import platform
+import time
+
+
+def _format(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _parse(text: str):
+    if text == "":
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text in ("True", "False"):
+        return text == "True"
+    return text
+
+
+def read_rows(path) -> list[dict]:
+    """All rows of a CSV written by :class:`ResumableCSV`, with numbers parsed back."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+class ResumableCSV:
+    """Append rows to ``path`` with a fixed header; ``done`` holds the keys already there."""
+
+    def __init__(self, path, columns: list[str], key: tuple[str, ...]):
+        self.path = pathlib.Path(path)
+        self.columns = list(columns)
+        self.key = tuple(key)
+        missing = [k for k in self.key if k not in self.columns]
+        if missing:
+            raise ValueError(f"key columns {missing} are not among the columns")
+        self.rows = read_rows(self.path)
+        if self.rows and list(self.rows[0]) != self.columns:
+            raise ValueError(
+                f"{self.path} has columns {list(self.rows[0])}; this run writes {self.columns}. "
+                "Use another output folder or remove the file."
+            )
+        self.done = {self.key_of(r) for r in self.rows}
+
+    def key_of(self, row: dict) -> tuple:
+        return tuple(_parse(_format(row[k])) for k in self.key)
+
+    def append(self, rows: list[dict]) -> None:
+        """Write ``rows`` (one finished unit of work) and flush them to disk."""
+        if not rows:
+            return
+        new_file = not self.path.exists()
+        target = self.path.with_suffix(self.path.suffix + ".tmp") if new_file else self.path
+        with target.open("a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=self.columns, extrasaction="raise")
+            if new_file:
+                writer.writeheader()
+            for row in rows:
+                writer.writerow({c: _format(row.get(c)) for c in self.columns})
+            fh.flush()
+            os.fsync(fh.fileno())
+        if new_file:
+            os.replace(target, self.path)
+        self.rows.extend(rows)
+        self.done.update(self.key_of(r) for r in rows)
+
+
+def environment_versions() -> dict:
+    """Versions of Python and of the numerical stack, for manifests."""
+    import matplotlib
+    import numba
+    import numpy
+    import scipy
+
+    from . import __version__
+
+    return {
+        "rmt": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "matplotlib": matplotlib.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def write_json(path, payload: dict) -> None:
+    """Write ``payload`` as indented JSON, atomically (temporary file, then rename)."""
+    path = pathlib.Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def _json_default(obj):
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    if isinstance(obj, pathlib.Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def timestamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
