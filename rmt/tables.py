@@ -72,10 +72,14 @@ class ResumableCSV:
         """Write ``rows`` (one finished unit of work) and flush them to disk."""
         if not rows:
             return
+        for row in rows:
+            unknown = set(row) - set(self.columns)
+            if unknown:
+                raise ValueError(f"row has columns {sorted(unknown)} that {self.path} does not")
         new_file = not self.path.exists()
         target = self.path.with_suffix(self.path.suffix + ".tmp") if new_file else self.path
         with target.open("a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=self.columns, extrasaction="raise")
+            writer = csv.DictWriter(fh, fieldnames=self.columns)
             if new_file:
                 writer.writeheader()
             for row in rows:
