@@ -1,0 +1,201 @@
+"""The first-layer Hessian over an ``X`` kept out of memory, product by row blocks.
+
+``StreamingHessian`` is ``rmt.Hessian`` (THEORY.md section 2) for an ``X`` in chunked storage:
+
+    H V = (1/n) sum_blocks X_b^T R_b + weight_decay V,    row i of R_b: r_i = (x_i^T V) D_i.
+
+Each block ``X_b`` (``block_rows`` rows) is read, passed through the same Numba kernel as the
+in-memory product (``rmt.kernels.hessian.hvp_fused``), and dropped.  Only ``D`` (``n x m x m``),
+``y`` and the accumulator (``b m x d``) stay in memory, so the working set is one block plus
+those.  ``X`` may be
+
+- a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 blocks are used without a copy),
+- a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="r")``,
+- any 2-d array with row slicing, ``shape`` and ``dtype``: a zarr array (blocks are aligned to
+  its chunks), an h5py dataset.  Blocks that are not C-ordered float64 are copied.
+
+For a memmap the pages of ``X`` live in the operating system's page cache, not in the process's
+private memory: a warm cache gives in-memory speed, a cold one gives disk speed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+from ._validation import as_float_array, check_nonneg_float, check_positive_int
+from .kernels.hessian import default_chunks, dense_hessian, hvp_fused
+from .network import TwoLayerNet
+
+#: Default bytes of ``X`` per block (64 MiB): large enough to amortise the kernel's start-up.
+DEFAULT_BLOCK_BYTES = 64 * 2**20
+
+#: ``to_dense`` refuses an ``X`` larger than this (it loads ``X`` into memory).
+DENSE_MAX_BYTES = 2**30
+
+
+def open_rows(X):
+    """Return ``X`` as a row-sliceable 2-d array: a path to ``.npy`` is memory-mapped.
+
+    Raises ``TypeError`` for objects without ``shape``, ``dtype`` and slicing, and ``ValueError``
+    for a non-2-d or empty array or a non-real dtype.
+    """
+    if isinstance(X, (str, os.PathLike)):
+        path = os.fspath(X)
+        if not path.endswith(".npy"):
+            raise ValueError(f"X as a path must name an .npy file; got {path!r}")
+        X = np.load(path, mmap_mode="r")
+    if not all(hasattr(X, a) for a in ("shape", "dtype", "__getitem__")):
+        raise TypeError(
+            "X must be a numpy array or memmap, a path to an .npy file, or a 2-d array with "
+            f"shape, dtype and row slicing (zarr, h5py); got {type(X).__name__}"
+        )
+    if len(X.shape) != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-d array; got shape {tuple(X.shape)}")
+    if np.dtype(X.dtype).kind not in "fiu":
+        raise TypeError(f"X must have a real dtype; got {X.dtype}")
+    return X
+
+
+def read_rows(X, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo:hi`` of ``X`` as a C-contiguous float64 ndarray (a view when possible)."""
+    blk = np.asarray(X[lo:hi])
+    if blk.dtype != np.float64 or not blk.flags.c_contiguous:
+        blk = np.ascontiguousarray(blk, dtype=np.float64)
+    return blk
+
+
+def default_block_rows(X) -> int:
+    """Rows per block: about ``DEFAULT_BLOCK_BYTES`` of float64, a multiple of the row chunks."""
+    n, d = X.shape
+    rows = max(64, DEFAULT_BLOCK_BYTES // (8 * d))
+    chunks = getattr(X, "chunks", None)
+    if chunks is not None and len(chunks) == 2 and isinstance(chunks[0], (int, np.integer)):
+        c = int(chunks[0])
+        rows = max(c, (rows // c) * c)
+    return int(min(n, rows))
+
+
+def curvature_by_blocks(net: TwoLayerNet, X, y, W, block_rows: int) -> np.ndarray:
+    """``D`` (``n x m x m``) from ``U = X_b W`` block by block; one pass over ``X``.
+
+    Raises ``ValueError`` naming the block when ``X`` has non-finite entries there.
+    """
+    n = X.shape[0]
+    D = np.empty((n, net.width, net.width))
+    for lo in range(0, n, block_rows):
+        hi = min(n, lo + block_rows)
+        blk = read_rows(X, lo, hi)
+        U = blk @ W
+        if not np.all(np.isfinite(U)):
+            raise ValueError(f"X must be finite; rows {lo}:{hi} hold NaN or infinite entries")
+        D[lo:hi] = net.curvature(U, y[lo:hi])
+    return D
+
+
+def block_product(X, D, Vt, block_rows: int, n_chunks: int) -> np.ndarray:
+    """``sum_i x_i r_i^T`` over all rows of ``X``, ``block_rows`` at a time (no ``1/n``).
+
+    Each block goes through ``rmt.kernels.hessian.hvp_fused``; the result has ``Vt``'s shape.
+    """
+    n = X.shape[0]
+    out = np.zeros(Vt.shape)
+    for lo in range(0, n, block_rows):
+        hi = min(n, lo + block_rows)
+        out += hvp_fused(read_rows(X, lo, hi), D[lo:hi], Vt, n_chunks)
+    return out
+
+
+class StreamingHessian(LinearOperator):
+    """First-layer Hessian whose products stream ``X`` in row blocks (THEORY.md section 2).
+
+        H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
+
+    Same API as ``rmt.Hessian`` (``D``, ``shape``, ``matvec``, ``matmat``,
+    ``as_linear_operator``, ``n_matvec``, ``n_passes``), and it *is* a scipy
+    ``LinearOperator``, so ``rmt.extreme_eigs`` and ``scipy.sparse.linalg.eigsh`` take it.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+    X : ndarray, memmap, path to ``.npy``, or zarr/h5py array (``n x d``)
+        See the module docstring.  It is never loaded whole.
+    y : array_like (n,)
+        Labels, kept in memory.
+    W : array_like (d, m)
+        First-layer weights.
+    weight_decay : float
+    block_rows : int, optional
+        Rows per block; default about 64 MiB of ``X`` (aligned to zarr chunks).  Peak memory
+        is about ``block_rows * d * 8`` bytes (when a block must be copied) plus ``D`` and
+        ``(n_chunks + 2) * b * m * d * 8`` bytes of accumulators.
+    """
+
+    def __init__(self, net: TwoLayerNet, X, y, W, weight_decay=0.0, block_rows=None):
+        if not isinstance(net, TwoLayerNet):
+            raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+        self.X = open_rows(X)
+        self.n, self.d = (int(s) for s in self.X.shape)
+        self.y = as_float_array(y, "y", ndim=1)
+        if self.y.shape[0] != self.n:
+            raise ValueError(f"y must have one label per row of X ({self.n}); got {len(self.y)}")
+        self.net = net
+        self.m = net.width
+        self.W = net.check_weights(W, self.d)
+        self.weight_decay = check_nonneg_float(weight_decay, "weight_decay")
+        if block_rows is None:
+            block_rows = default_block_rows(self.X)
+        self.block_rows = check_positive_int(block_rows, "block_rows")
+        self.n_chunks = default_chunks()
+        self.D = curvature_by_blocks(net, self.X, self.y, self.W, self.block_rows)
+        self.n_matvec = 0
+        self.n_passes = 0
+        super().__init__(np.float64, (self.m * self.d, self.m * self.d))
+
+    def __repr__(self):
+        return (
+            f"StreamingHessian(n={self.n}, d={self.d}, m={self.m}, "
+            f"weight_decay={self.weight_decay}, block_rows={self.block_rows})"
+        )
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1, 1)).reshape(-1)
+
+    def _matmat(self, V):
+        """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim != 2 or V.shape[0] != self.shape[0]:
+            raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
+        if not np.all(np.isfinite(V)):
+            raise ValueError("V must be finite")
+        b = V.shape[1]
+        Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
+        out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks)
+        out *= 1.0 / self.n
+        if self.weight_decay:
+            out += self.weight_decay * Vt
+        self.n_matvec += b
+        self.n_passes += 1
+        return np.ascontiguousarray(out.reshape(b, self.m * self.d).T)
+
+    def _adjoint(self):
+        return self
+
+    _rmatvec = _matvec
+    _rmatmat = _matmat
+
+    def as_linear_operator(self) -> LinearOperator:
+        """The operator itself (it is already a symmetric float64 ``LinearOperator``)."""
+        return self
+
+    def to_dense(self) -> np.ndarray:
+        """Dense ``(m d) x (m d)`` matrix by the reference kernel; only for ``X`` up to 1 GiB."""
+        nbytes = self.n * self.d * 8
+        if nbytes > DENSE_MAX_BYTES:
+            raise ValueError(
+                f"to_dense loads X into memory; X has {nbytes / 2**30:.1f} GiB, the limit is "
+                f"{DENSE_MAX_BYTES / 2**30:.0f} GiB"
+            )
+        return dense_hessian(read_rows(self.X, 0, self.n), self.D, self.weight_decay)

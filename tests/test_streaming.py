@@ -1,0 +1,115 @@
+"""StreamingHessian against the in-memory rmt.Hessian and the dense reference."""
+
+import numpy as np
+import pytest
+
+import rmt
+from rmt.streaming import StreamingHessian, default_block_rows
+
+from .conftest import assert_operator_matches_dense
+
+N, D_DIM, M = 203, 17, 3
+
+
+def _problem(rng, activation="tanh", loss="square"):
+    data = rmt.MultiIndexModel("phase_retrieval").sample(N, D_DIM, rng)
+    net = rmt.TwoLayerNet(M, activation, loss)
+    W = rng.standard_normal((D_DIM, M)) / np.sqrt(D_DIM)
+    return data, net, W
+
+
+def _rel_err(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def _sources(tmp_path, X):
+    """X as: memmap object, path to .npy, Fortran-ordered .npy, float32 in memory."""
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    fpath = tmp_path / "XF.npy"
+    np.save(fpath, np.asfortranarray(X))
+    return {
+        "memmap": np.load(path, mmap_mode="r"),
+        "path": str(path),
+        "fortran_npy": fpath,
+        "ndarray": X,
+    }
+
+
+@pytest.mark.parametrize("source", ["memmap", "path", "fortran_npy", "ndarray"])
+@pytest.mark.parametrize("block_rows", [1, 50, 64, N, 10_000])
+def test_product_matches_in_memory(tmp_path, rng, source, block_rows):
+    data, net, W = _problem(rng)
+    X = _sources(tmp_path, data.X)[source]
+    Hs = StreamingHessian(net, X, data.y, W, weight_decay=0.3, block_rows=block_rows)
+    H = rmt.Hessian(net, data, W, weight_decay=0.3)
+    np.testing.assert_allclose(Hs.D, H.D, rtol=1e-13, atol=1e-14)
+    V = rng.standard_normal((M * D_DIM, 4))
+    assert _rel_err(Hs.matmat(V), H.matmat(V)) <= 1e-12
+    assert _rel_err(Hs.matvec(V[:, 0]), H.matvec(V[:, 0])) <= 1e-12
+    assert (Hs.n_matvec, Hs.n_passes) == (5, 2)
+
+
+def test_against_dense_reference_from_both_sides(tmp_path, rng):
+    data, net, W = _problem(rng, activation="cubic", loss="huber")
+    path = tmp_path / "X.npy"
+    np.save(path, data.X)
+    Hs = StreamingHessian(net, path, data.y, W, weight_decay=0.1, block_rows=37)
+    dense = rmt.Hessian(net, data, W, weight_decay=0.1).to_dense()
+    assert_operator_matches_dense(Hs, dense, rng, rtol=1e-12)
+    np.testing.assert_allclose(Hs.to_dense(), dense, rtol=0, atol=1e-12 * np.abs(dense).max())
+
+
+def test_float32_source_is_promoted_like_in_memory(tmp_path, rng):
+    data, net, W = _problem(rng)
+    X32 = data.X.astype(np.float32)
+    path = tmp_path / "X32.npy"
+    np.save(path, X32)
+    Hs = StreamingHessian(net, path, data.y, W, block_rows=40)
+    H = rmt.Hessian(net, rmt.Dataset(X32.astype(np.float64), data.y), W)
+    V = rng.standard_normal((M * D_DIM, 2))
+    assert _rel_err(Hs.matmat(V), H.matmat(V)) <= 1e-12
+
+
+def test_zarr_source(tmp_path, rng):
+    zarr = pytest.importorskip("zarr")
+    data, net, W = _problem(rng)
+    Z = zarr.open_array(
+        str(tmp_path / "X.zarr"), mode="w", shape=data.X.shape, chunks=(30, D_DIM), dtype="f8"
+    )
+    Z[:] = data.X
+    assert default_block_rows(Z) % 30 == 0 or default_block_rows(Z) == N
+    Hs = StreamingHessian(net, Z, data.y, W, weight_decay=0.2, block_rows=60)
+    H = rmt.Hessian(net, data, W, weight_decay=0.2)
+    V = rng.standard_normal((M * D_DIM, 3))
+    assert _rel_err(Hs.matmat(V), H.matmat(V)) <= 1e-12
+
+
+def test_eigsh_on_streaming_operator(tmp_path, rng):
+    from scipy.sparse.linalg import eigsh
+
+    data, net, W = _problem(rng)
+    np.save(tmp_path / "X.npy", data.X)
+    Hs = StreamingHessian(net, tmp_path / "X.npy", data.y, W, block_rows=70)
+    dense = rmt.Hessian(net, data, W).to_dense()
+    vals = eigsh(Hs, k=3, which="SA", tol=1e-12, return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(vals), np.linalg.eigvalsh(dense)[:3], atol=1e-10)
+
+
+def test_bad_input_messages(tmp_path, rng):
+    data, net, W = _problem(rng)
+    with pytest.raises(ValueError, match=r"\.npy"):
+        StreamingHessian(net, str(tmp_path / "X.csv"), data.y, W)
+    with pytest.raises(TypeError, match="row slicing"):
+        StreamingHessian(net, 3.0, data.y, W)
+    with pytest.raises(ValueError, match="one label per row"):
+        StreamingHessian(net, data.X, data.y[:-1], W)
+    with pytest.raises(ValueError, match="block_rows"):
+        StreamingHessian(net, data.X, data.y, W, block_rows=0)
+    X = data.X.copy()
+    X[150, 2] = np.nan
+    with pytest.raises(ValueError, match="rows 100:150|rows 150:200"):
+        StreamingHessian(net, X, data.y, W, block_rows=50)
+    Hs = StreamingHessian(net, data.X, data.y, W)
+    with pytest.raises(ValueError):
+        Hs.matmat(np.ones((M * D_DIM + 1, 2)))
