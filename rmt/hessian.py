@@ -6,7 +6,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_nonneg_float
-from .kernels.hessian import default_chunks, dense_hessian, hvp_fused
+from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .models import Dataset
 from .network import TwoLayerNet
 
@@ -60,7 +60,11 @@ class Hessian:
         return self.matmat(v.reshape(-1, 1)).reshape(v.shape)
 
     def matmat(self, V) -> np.ndarray:
-        """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
+        """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``.
+
+        Dispatches on ``m``: unrolled kernels for ``m <= 4`` (``rmt.kernels.hvp_small``), the
+        generic ``rmt.kernels.hessian.hvp_fused`` otherwise; both take the whole block at once.
+        """
         V = np.asarray(V, dtype=np.float64)
         if V.ndim != 2 or V.shape[0] != self.shape[0]:
             raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
@@ -69,7 +73,7 @@ class Hessian:
         b = V.shape[1]
         # column c of V is (m, d) neuron-major, so V.T.reshape(b*m, d) stacks the rows Vt
         Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
-        out = hvp_fused(self.data.X, self.D, Vt, self.n_chunks)
+        out = fused_product(self.data.X, self.D, Vt, self.n_chunks)
         out *= 1.0 / self.n
         if self.weight_decay:
             out += self.weight_decay * Vt

@@ -13,8 +13,11 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from .elementwise import activation, loss
+from .hvp_small import KERNELS as SMALL_M_KERNELS
 
 ROWS_PER_STEP = 4
+#: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
+PANEL_ROWS = 16
 
 
 @njit(cache=True, parallel=True)
@@ -45,46 +48,70 @@ def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out
 
 
 @njit(cache=True, inline="always")
-def _rows_step(X, D, Vt, acc, i0, i1, m, b):
-    """Add ``sum_{i0<=i<i1} x_i r_i^T`` to ``acc``, with ``r_i = (x_i^T V) D_i`` per vector."""
-    c_tot = Vt.shape[0]
+def _dots4(X, i0, vrow, d):
+    """``(x_{i0+q} . v)`` for ``q = 0..3`` in one loop over ``d`` (four accumulators)."""
+    x0 = X[i0]
+    x1 = X[i0 + 1]
+    x2 = X[i0 + 2]
+    x3 = X[i0 + 3]
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    for t in range(d):
+        w = vrow[t]
+        s0 += x0[t] * w
+        s1 += x1[t] * w
+        s2 += x2[t] * w
+        s3 += x3[t] * w
+    return s0, s1, s2, s3
+
+
+@njit(cache=True, inline="always")
+def _rows_step(X, D, Vt, acc, i0, i1, m, blk, u, r):
+    """Add ``sum_{i0<=i<i1} x_i r_i^T`` to the rows of ``acc`` of vector ``blk``.
+
+    ``r_i = (x_i^T V) D_i`` with ``V`` the rows ``blk*m .. blk*m+m-1`` of ``Vt``; ``u`` and
+    ``r`` are ``ROWS_PER_STEP x m`` scratch arrays.
+    """
     d = X.shape[1]
     nr = i1 - i0
-    u = np.zeros((ROWS_PER_STEP, c_tot))
-    r = np.zeros((ROWS_PER_STEP, c_tot))
-    for c in range(c_tot):
-        vrow = Vt[c]
-        for q in range(nr):
-            xrow = X[i0 + q]
-            s = 0.0
-            for t in range(d):
-                s += xrow[t] * vrow[t]
-            u[q, c] = s
+    c0 = blk * m
+    for j in range(m):
+        vrow = Vt[c0 + j]
+        if nr == ROWS_PER_STEP:
+            u[0, j], u[1, j], u[2, j], u[3, j] = _dots4(X, i0, vrow, d)
+        else:
+            for q in range(nr):
+                xrow = X[i0 + q]
+                s = 0.0
+                for t in range(d):
+                    s += xrow[t] * vrow[t]
+                u[q, j] = s
     for q in range(nr):
         Di = D[i0 + q]
-        for blk in range(b):
-            for k in range(m):
-                s = 0.0
-                for j in range(m):
-                    s += u[q, blk * m + j] * Di[j, k]
-                r[q, blk * m + k] = s
-    for c in range(c_tot):
-        arow = acc[c]
+        for k in range(m):
+            s = 0.0
+            for j in range(m):
+                s += u[q, j] * Di[j, k]
+            r[q, k] = s
+    for k in range(m):
+        arow = acc[c0 + k]
         if nr == ROWS_PER_STEP:
             x0 = X[i0]
             x1 = X[i0 + 1]
             x2 = X[i0 + 2]
             x3 = X[i0 + 3]
-            r0 = r[0, c]
-            r1 = r[1, c]
-            r2 = r[2, c]
-            r3 = r[3, c]
+            r0 = r[0, k]
+            r1 = r[1, k]
+            r2 = r[2, k]
+            r3 = r[3, k]
             for t in range(d):
                 arow[t] += x0[t] * r0 + x1[t] * r1 + x2[t] * r2 + x3[t] * r3
         else:
             for q in range(nr):
                 xrow = X[i0 + q]
-                rq = r[q, c]
+                rq = r[q, k]
                 for t in range(d):
                     arow[t] += xrow[t] * rq
 
@@ -93,9 +120,11 @@ def _rows_step(X, D, Vt, acc, i0, i1, m, b):
 def hvp_fused(X, D, Vt, n_chunks):
     """Fused Hessian-vector product without the ``1/n`` and weight decay: ``sum_i x_i r_i^T``.
 
-    Each row of ``X`` is read once per call, for all ``b = Vt.shape[0] // m`` vectors at once.
-    Rows are split into ``n_chunks`` contiguous chunks, each with a private accumulator,
-    reduced at the end.  Returns an array of the shape of ``Vt``.
+    Generic in ``m`` and in the block size ``b = Vt.shape[0] // m``; each row of ``X`` is read
+    from memory once per call.  Rows are split into ``n_chunks`` contiguous chunks, each with a
+    private accumulator, reduced at the end.  Within a chunk, rows come in panels of
+    ``PANEL_ROWS`` that stay in cache while the ``b`` vectors sweep them, each vector taking
+    ``ROWS_PER_STEP`` rows at a time.  Returns an array of the shape of ``Vt``.
     """
     n = X.shape[0]
     m = D.shape[1]
@@ -107,11 +136,16 @@ def hvp_fused(X, D, Vt, n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         acc = partial[ch]
-        i = lo
-        while i < hi:
-            i1 = min(hi, i + ROWS_PER_STEP)
-            _rows_step(X, D, Vt, acc, i, i1, m, b)
-            i = i1
+        u = np.zeros((ROWS_PER_STEP, m))
+        r = np.zeros((ROWS_PER_STEP, m))
+        for p0 in range(lo, hi, PANEL_ROWS):
+            p1 = min(hi, p0 + PANEL_ROWS)
+            for blk in range(b):
+                i = p0
+                while i < p1:
+                    i1 = min(p1, i + ROWS_PER_STEP)
+                    _rows_step(X, D, Vt, acc, i, i1, m, blk, u, r)
+                    i = i1
     out = np.zeros((c_tot, d))
     for ch in range(n_chunks):
         out += partial[ch]
@@ -152,6 +186,19 @@ def dense_hessian(X, D, weight_decay):
     for p in range(m * d):
         H[p, p] += weight_decay
     return H
+
+
+def hvp_kernel(m: int):
+    """The fused kernel used for width ``m``: unrolled (``hvp_small``) for small ``m``, else generic.
+
+    Every kernel has the signature and result of :func:`hvp_fused`.
+    """
+    return SMALL_M_KERNELS.get(int(m), hvp_fused)
+
+
+def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
+    """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
+    return hvp_kernel(D.shape[1])(X, D, Vt, n_chunks)
 
 
 def default_chunks() -> int:

@@ -1,0 +1,121 @@
+"""Shared helpers of the benchmark scripts: thread setup, load from other processes, timing.
+
+The machine is small and shared (see PERFORMANCE.md of the shared guides), so every benchmark
+
+* sets its thread counts explicitly (:func:`set_threads`) and prints them;
+* times the contenders round-robin, so that their ratios are measured under the same load
+  (:func:`time_round_robin`);
+* records the CPU time that *other* processes used during the measurement
+  (:class:`LoadMeter`), prints it, and reruns when it is high (:func:`measure`).
+
+Only numpy and the standard library are needed; numba and threadpoolctl are imported lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import time
+
+#: other processes' load (in cores) above which :func:`measure` reruns
+HIGH_LOAD = 0.3
+
+
+def set_threads(n: int) -> dict:
+    """Set numba's and the BLAS libraries' thread counts to ``n``; return what is in force.
+
+    The BLAS limit is process-wide (threadpoolctl's ``threadpool_limits`` is kept alive on the
+    returned dict under ``"_limiter"``).
+    """
+    import numba
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    numba.set_num_threads(n)
+    limiter = threadpool_limits(limits=n)
+    blas = sorted({(p["internal_api"], p["num_threads"]) for p in threadpool_info()})
+    return {"numba": numba.get_num_threads(), "blas": blas, "_limiter": limiter}
+
+
+def _busy_seconds() -> float:
+    """CPU seconds spent by all processes since boot (``/proc/stat``, all but idle/iowait)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    ticks = [int(x) for x in fields]
+    busy = (
+        sum(ticks[:8]) - ticks[3] - ticks[4]
+    )  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (``getrusage``)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
+class LoadMeter:
+    """Context manager: CPU used by *other* processes during the block, in cores.
+
+    ``other_load = (busy CPU time of the machine - this process's CPU time) / wall time``.
+    The machine's figure comes from ``/proc/stat`` (clock ticks), so values of a few
+    hundredths of a core are noise.
+    """
+
+    def __enter__(self):
+        self._t0 = time.perf_counter()
+        self._busy0 = _busy_seconds()
+        self._own0 = _own_seconds()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self._t0
+        busy = _busy_seconds() - self._busy0
+        own = _own_seconds() - self._own0
+        self.other_load = max(0.0, (busy - own) / self.wall) if self.wall > 0 else 0.0
+        return False
+
+
+def time_round_robin(funcs: dict, repeats: int) -> dict:
+    """Median wall time of each callable in ``funcs``, timed in turn ``repeats`` times.
+
+    Round-robin order makes the contenders share the same background load, which keeps their
+    ratios meaningful on a noisy machine.  Returns ``{name: {"median", "min", "times"}}``.
+    """
+    times = {name: [] for name in funcs}
+    for _ in range(repeats):
+        for name, f in funcs.items():
+            t0 = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t0)
+    return {
+        name: {"median": statistics.median(ts), "min": min(ts), "times": ts}
+        for name, ts in times.items()
+    }
+
+
+def measure(
+    funcs: dict, repeats: int = 7, max_tries: int = 3, high_load: float = HIGH_LOAD
+):
+    """:func:`time_round_robin` under a :class:`LoadMeter`, rerun while others' load is high.
+
+    Returns ``(timings, other_load, tries)`` of the try with the lowest load from other
+    processes.  Each callable should have been called once before (compilation, caches).
+    """
+    best = None
+    for tries in range(1, max_tries + 1):
+        with LoadMeter() as meter:
+            timings = time_round_robin(funcs, repeats)
+        if best is None or meter.other_load < best[1]:
+            best = (timings, meter.other_load, tries)
+        if meter.other_load <= high_load:
+            break
+    return best
+
+
+def fmt_ms(seconds: float) -> str:
+    """Seconds as milliseconds with one decimal."""
+    return f"{1e3 * seconds:7.1f} ms"

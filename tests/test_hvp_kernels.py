@@ -1,0 +1,112 @@
+"""Fused Hessian-vector kernels against the obvious numpy product (THEORY.md section 2).
+
+Every kernel (the generic ``hvp_fused`` and each unrolled ``hvp_m{m}``) and the dispatch in
+``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is computed by
+numpy, for widths ``m = 1..6``, blocks of ``b = 1, 3, 8`` vectors, and a number of rows that is
+odd and not a multiple of the rows per step or per panel, so that every remainder path runs.
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import rmt
+from rmt.kernels import _gen_hvp_small as gen
+from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
+from rmt.kernels.hvp_small import KERNELS
+
+RTOL = 1e-12
+N_ROWS = 2 * PANEL_ROWS * 3 + ROWS_PER_STEP + 3  # 103: odd, no multiple of 4, 8 or 16
+WIDTHS = [1, 2, 3, 4, 5, 6]
+BLOCKS = [1, 3, 8]
+
+
+def numpy_product(X, D, Vt):
+    """``sum_i x_i r_i^T`` per vector, ``r_i = (x_i^T V) D_i``: numpy, no fusion (reference)."""
+    m = D.shape[1]
+    b = Vt.shape[0] // m
+    out = np.empty_like(Vt)
+    for c in range(b):
+        V = Vt[c * m : (c + 1) * m].T  # d x m
+        U = X @ V
+        R = np.einsum("ij,ijk->ik", U, D)
+        out[c * m : (c + 1) * m] = (X.T @ R).T
+    return out
+
+
+def assert_close(got, ref):
+    scale = np.abs(ref).max()
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=RTOL * scale)
+
+
+def random_problem(m, b, rng, n=N_ROWS, d=23):
+    X = rng.standard_normal((n, d))
+    A = rng.standard_normal((n, m, m))
+    D = A + A.transpose(0, 2, 1)
+    Vt = rng.standard_normal((b * m, d))
+    return X, D, Vt
+
+
+def kernels_for(m):
+    """The generic kernel, plus the unrolled one when ``m`` has one."""
+    out = [("generic", hvp_fused)]
+    if m in KERNELS:
+        out.append((f"hvp_m{m}", KERNELS[m]))
+    return out
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+@pytest.mark.parametrize("b", BLOCKS)
+@pytest.mark.parametrize("n_chunks", [1, 2, 3])
+def test_kernels_match_numpy(m, b, n_chunks, rng):
+    X, D, Vt = random_problem(m, b, rng)
+    ref = numpy_product(X, D, Vt)
+    for name, kernel in kernels_for(m):
+        got = kernel(X, D, Vt, n_chunks)
+        assert got.shape == Vt.shape, name
+        assert_close(got, ref)
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+def test_kernels_few_rows(m, rng):
+    """Fewer rows than chunks, and than one step: empty chunks and remainder-only paths."""
+    for n in (1, 2, 5):
+        X, D, Vt = random_problem(m, 3, rng, n=n, d=7)
+        ref = numpy_product(X, D, Vt)
+        for _, kernel in kernels_for(m):
+            assert_close(kernel(X, D, Vt, 4), ref)
+
+
+def test_dispatch_uses_unrolled_kernels_for_small_m():
+    for m in (1, 2, 3, 4):
+        assert hvp_kernel(m) is KERNELS[m]
+    for m in (5, 6, 17):
+        assert hvp_kernel(m) is hvp_fused
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+@pytest.mark.parametrize("b", BLOCKS)
+@pytest.mark.parametrize("weight_decay", [0.0, 0.37])
+def test_hessian_matmat_matches_numpy(m, b, weight_decay, rng):
+    """``Hessian.matmat`` (dispatch, 1/n, weight decay, layout) against numpy."""
+    data = rmt.MultiIndexModel("z1z2", noise=0.1).sample(N_ROWS, 19, rng)
+    net = rmt.TwoLayerNet(m, activation="tanh", loss="square")
+    W = rng.standard_normal((data.d, m)) / np.sqrt(data.d)
+    H = rmt.Hessian(net, data, W, weight_decay=weight_decay)
+    V = rng.standard_normal((m * data.d, b))
+    ref = np.empty_like(V)
+    for c in range(b):
+        Vc = V[:, c].reshape(m, data.d).T  # d x m, neuron-major columns
+        R = np.einsum("ij,ijk->ik", data.X @ Vc, H.D)
+        ref[:, c] = (data.X.T @ R / data.n + weight_decay * Vc).T.ravel()
+    assert_close(H.matmat(V), ref)
+    assert_close(H.matvec(V[:, 0]), ref[:, 0])
+
+
+def test_generated_module_is_up_to_date():
+    """``hvp_small.py`` is what the generator writes now (formatted by ruff when available)."""
+    pytest.importorskip("ruff")
+    committed = pathlib.Path(gen.__file__).with_name("hvp_small.py")
+    assert gen.formatted(gen.module_source(), committed) == committed.read_text()
+    assert sorted(KERNELS) == sorted(gen.ROWS)
