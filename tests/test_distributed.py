@@ -1,0 +1,138 @@
+"""Scale-out on a real LocalCluster (2 worker processes): sharded Hessian and the task runner."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import rmt  # noqa: E402
+from rmt.distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: E402
+
+from .conftest import assert_operator_matches_dense  # noqa: E402
+
+N, D_DIM, M = 301, 19, 3
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _problem(rng, activation="tanh", loss="square"):
+    data = rmt.MultiIndexModel("z1z2").sample(N, D_DIM, rng)
+    net = rmt.TwoLayerNet(M, activation, loss)
+    W = rng.standard_normal((D_DIM, M)) / np.sqrt(D_DIM)
+    return data, net, W
+
+
+def _rel_err(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+# -- DistributedHessian ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_shards", [None, 5])
+def test_sharded_product_matches_in_memory(client, rng, n_shards):
+    data, net, W = _problem(rng)
+    H = rmt.Hessian(net, data, W, weight_decay=0.25)
+    with DistributedHessian(net, data.X, data.y, W, client, 0.25, n_shards=n_shards) as Hd:
+        assert len(Hd.shards) == (n_shards or 2)
+        np.testing.assert_allclose(Hd.D, H.D, rtol=1e-13, atol=1e-14)
+        V = rng.standard_normal((M * D_DIM, 4))
+        assert _rel_err(Hd.matmat(V), H.matmat(V)) <= 1e-12
+        assert _rel_err(Hd.matvec(V[:, 1]), H.matvec(V[:, 1])) <= 1e-12
+        assert (Hd.n_matvec, Hd.n_passes) == (5, 2)
+
+
+def test_shards_loaded_by_workers_from_npy(client, rng, tmp_path):
+    data, net, W = _problem(rng, activation="cubic", loss="huber")
+    np.save(tmp_path / "X.npy", data.X)
+    dense = rmt.Hessian(net, data, W, weight_decay=0.1).to_dense()
+    Hd = DistributedHessian(net, tmp_path / "X.npy", data.y, W, client, 0.1, n_shards=3)
+    assert_operator_matches_dense(Hd, dense, rng, rtol=1e-12)
+
+
+def test_smallest_eigenvalues_on_sharded_operator(client, rng):
+    from scipy.sparse.linalg import eigsh
+
+    data, net, W = _problem(rng)
+    dense = rmt.Hessian(net, data, W).to_dense()
+    Hd = DistributedHessian(net, data.X, data.y, W, client)
+    vals = eigsh(Hd, k=3, which="SA", tol=1e-12, return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(vals), np.linalg.eigvalsh(dense)[:3], atol=1e-10)
+
+
+def test_bad_client_message(rng):
+    data, net, W = _problem(rng)
+    with pytest.raises(TypeError, match="distributed.Client"):
+        DistributedHessian(net, data.X, data.y, W, client="tcp://nowhere")
+
+
+# -- run_tasks ------------------------------------------------------------------------------
+
+
+def seeded_task(seed, size):
+    """A deterministic computation from an explicit seed (a stand-in for one sweep point)."""
+    x = np.random.default_rng(seed).standard_normal((size, size))
+    return float(np.linalg.eigvalsh(x + x.T)[0]), seed
+
+
+def dies_once_task(seed, size, marker_dir, victim):
+    """Like ``seeded_task``, but task ``victim`` kills its own worker process the first time."""
+    marker = os.path.join(marker_dir, f"died-{seed}")
+    if seed == victim and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return seeded_task(seed, size)
+
+
+def failing_task(seed):
+    if seed == 2:
+        raise ValueError("bad point")
+    return seed
+
+
+def _collect(scheduler, func, tasks):
+    seen = []
+    results = run_tasks(func, tasks, scheduler, on_result=lambda t, r: seen.append((t, r)))
+    return results, seen
+
+
+def test_local_cluster_matches_serial():
+    tasks = [(seed, 30) for seed in range(12)]
+    serial, seen_serial = _collect(None, seeded_task, tasks)
+    local, seen_local = _collect("local", seeded_task, tasks)
+    assert local == serial  # bit for bit, seed for seed
+    assert serial == [seeded_task(*t) for t in tasks]
+    assert seen_serial == list(zip(tasks, serial))
+    assert sorted(seen_local) == sorted(seen_serial)
+
+
+def test_killed_worker_loses_and_duplicates_nothing(client, tmp_path):
+    tasks = [(seed, 60, str(tmp_path), 5) for seed in range(16)]
+    results, seen = _collect(client, dies_once_task, tasks)
+    assert os.path.exists(tmp_path / "died-5")  # the worker really died
+    assert results == [seeded_task(seed, 60) for seed in range(16)]
+    assert sorted(t for t, _ in seen) == sorted(tasks)  # on_result exactly once per task
+    assert len(seen) == len(tasks)
+
+
+def test_failures_reported_after_the_rest_finish(client):
+    for scheduler in (None, client):
+        seen = []
+        with pytest.raises(TasksFailedError, match="bad point") as err:
+            run_tasks(failing_task, [(s,) for s in range(5)], scheduler, lambda t, r: seen.append(r))
+        assert sorted(seen) == [0, 1, 3, 4]
+        assert err.value.failures[0][0] == (2,)
+
+
+def test_address_string_connects(client):
+    address = client.scheduler.address
+    assert run_tasks(seeded_task, [(3, 10)], address) == [seeded_task(3, 10)]
