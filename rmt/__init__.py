@@ -15,3 +15,7 @@ from .hessian import Hessian  # noqa: F401
 # -- free probability (issue 4) ---------------------------------------------------------------
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
+
+# -- scale-out (issue 6) -----------------------------------------------------------------------
+from .streaming import StreamingHessian  # noqa: F401
+from .distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: F401
