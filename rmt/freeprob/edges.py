@@ -1,0 +1,197 @@
+"""Bulk edges as folds of the real branch of (MP) (THEORY.md section 3).
+
+Below (above) the spectrum the physical ``G(zeta)`` is real, definite, and increasing in ``zeta``.
+We parametrise the branch by ``tau = tr G / m``, which stays monotone through the fold, and solve
+the extended system
+
+    R(G, zeta) = 0,      tr G / m = tau,
+
+by Newton in ``(G, zeta)``.  Along it ``h(tau) = d zeta / d tau = m / tr G'``; the edge is the
+first zero of ``h`` met when continuing from ``zeta = -+inf`` (a maximum of ``zeta(tau)`` on the
+left, a minimum on the right).  For ``m = 1`` this is exactly the Silverstein-Choi inverse
+``zeta(s) = -1/s + E[T / (1 + T s / delta)]`` and ``h = zeta'(s)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+
+from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, MPSystem
+
+
+@dataclass
+class FoldPoint:
+    """A solution of the extended system: ``zeta``, ``G``, ``h = d zeta / d tau``."""
+
+    tau: float
+    zeta: float
+    G: np.ndarray
+    h: float
+    iterations: int
+    residual: float
+
+
+@dataclass
+class BulkEdges:
+    """Result of ``bulk_edges``.  Unpacks as ``lo, hi = bulk_edges(law, delta)``.
+
+    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"boundary"`` (the branch ends where
+    the exact range of ``D`` in ``law.d_bounds`` puts a pole), ``"atom"`` (an atom at 0 is the end
+    of the spectrum), or ``"unbounded"`` (``law.unbounded``: the edge is infinite).
+    ``G_lo``/``G_hi`` are ``G`` at the edges, before the shift by ``law.shift``.
+    """
+
+    lo: float
+    hi: float
+    lo_kind: str
+    hi_kind: str
+    G_lo: np.ndarray | None
+    G_hi: np.ndarray | None
+    delta: float
+    iterations: int
+    residual: float
+    converged: bool = True
+
+    def __iter__(self):
+        return iter((self.lo, self.hi))
+
+
+def _bordered(mp: MPSystem, G, zeta):
+    """Residual, equilibrated bordered Jacobian ``[[J/s, -e], [e^T/m, 0]]`` and ``s = ||G^{-1}||^2``.
+
+    The unknowns are ``(dG, dzeta / s)``; without the scaling the matrix is as ill-conditioned
+    as ``||J|| ~ 1/tau^2`` far from the bulk."""
+    R, J, scale = mp.residual_jacobian(G, zeta)
+    if R is None:
+        return None, None, scale, 1.0
+    p = mp.e.size
+    s = float(np.max(np.abs(np.linalg.inv(G)))) ** 2  # the size of J's G^{-1} dG G^{-1} term
+    A = np.zeros((p + 1, p + 1))
+    A[:p, :p] = J / s
+    A[:p, p] = -mp.e
+    A[p, :p] = mp.e / mp.m
+    return R, A, scale, s
+
+
+def _lstsq(A, b):
+    """Minimum-norm solve: equal to ``solve`` unless ``A`` is singular to ``1e-9`` relative, as at
+    a fold of a law with an exchange symmetry (several sectors fold together); the residual has
+    no component along those directions, so the truncated step is the right one."""
+    return np.linalg.lstsq(A, b, rcond=1e-9)[0]
+
+
+def solve_at_tau(mp: MPSystem, tau, G0, zeta0):
+    """Newton on ``(vech G, zeta)`` at fixed ``tau``; ``None`` on failure."""
+    g, zeta = mp.vech(G0).astype(float), float(zeta0)
+    for it in range(NEWTON_MAXIT + 1):
+        G = mp.unvech(g)
+        R, A, scale, s = _bordered(mp, G, zeta)
+        if R is None:
+            return None
+        c = float(g @ mp.e) / mp.m - tau
+        res = max(float(np.max(np.abs(R))) / scale, abs(c) / (abs(tau) + 1e-300))
+        if res <= NEWTON_TOL:
+            try:
+                t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
+            except np.linalg.LinAlgError:
+                return None
+            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res)
+        if it == NEWTON_MAXIT:
+            return None
+        try:
+            step = _lstsq(A, -np.r_[R / s, c])
+        except np.linalg.LinAlgError:
+            return None
+        g, zeta = g + step[:-1], zeta + step[-1] * s
+        if not np.all(np.isfinite(g)):
+            return None
+    return None
+
+
+def _tau_bound(mp: MPSystem, side):
+    """For ``m = 1`` with exact ``d_bounds``: ``tau`` where ``1 + tau D / delta`` hits 0."""
+    b = mp.law.d_bounds
+    if b is None:
+        return None
+    edge_value = b[0] if side < 0 else b[1]
+    if side * edge_value <= 0 or not np.isfinite(edge_value):
+        return None
+    return -mp.delta / edge_value
+
+
+def _start(mp: MPSystem, side):
+    zeta0 = side * mp.far(side)
+    st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
+    if st is None:
+        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
+    pt = solve_at_tau(mp, float(np.trace(st.G)) / mp.m, st.G, zeta0)
+    if pt is None:
+        raise ConvergenceError(f"extended Newton failed at the starting point zeta = {zeta0:.3g}")
+    return pt
+
+
+def _advance(mp, pt, tau_new, side):
+    """One continuation step to ``tau_new`` with a tangent predictor; ``None`` if it fails."""
+    dt = tau_new - pt.tau
+    G_pred = pt.G
+    try:
+        _, A, _, s = _bordered(mp, pt.G, pt.zeta)
+        t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
+        G_pred = pt.G + mp.unvech(t[:-1]) * dt
+        zeta_pred = pt.zeta + t[-1] * s * dt
+    except (np.linalg.LinAlgError, TypeError):
+        zeta_pred = pt.zeta
+    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred)
+    if new is None or not mp.admissible(new.G, side):
+        return None
+    return new
+
+
+def find_fold(mp: MPSystem, side, max_steps=400):
+    """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps)``."""
+    pt = _start(mp, side)
+    tau_b = _tau_bound(mp, side)
+    ratio, steps = 1.5, 0
+    while steps < max_steps:
+        steps += 1
+        tau_new = pt.tau * ratio
+        if tau_b is not None and abs(tau_new) >= abs(tau_b):
+            tau_new = tau_b
+        new = _advance(mp, pt, tau_new, side)
+        if new is None:
+            ratio = 1.0 + 0.5 * (ratio - 1.0)
+            if ratio - 1.0 < 1e-13:
+                break
+            continue
+        if new.h <= 0.0:
+            return _refine(mp, pt, new, side), "fold", steps
+        pt = new
+        if tau_b is not None and tau_new == tau_b:
+            return pt, "boundary", steps
+        ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
+    raise ConvergenceError(
+        f"no fold of the real branch found on the {'left' if side < 0 else 'right'} after "
+        f"{steps} continuation steps (last tau = {pt.tau:.6g}, zeta = {pt.zeta:.6g}, "
+        f"h = {pt.h:.3g}); the law may reach a pole without a fold", partial=pt)
+
+
+def _refine(mp, a, b, side):
+    """Locate ``h(tau) = 0`` between ``a`` (``h > 0``) and ``b`` (``h <= 0``) by Brent's method."""
+    cache = {"pt": a}
+
+    def h(tau):
+        near = cache["pt"]
+        new = _advance(mp, near, tau, side) or _advance(mp, a, tau, side)
+        if new is None:
+            raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
+        cache["pt"] = new
+        return new.h
+
+    if b.h == 0.0:
+        return b
+    tau_star = brentq(h, a.tau, b.tau, xtol=1e-15 * abs(a.tau), rtol=4 * np.finfo(float).eps,
+                      maxiter=200)
+    return _advance(mp, cache["pt"], tau_star, side) or cache["pt"]

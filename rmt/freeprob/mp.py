@@ -1,0 +1,149 @@
+"""Newton solver of the operator-valued Marchenko-Pastur equation (THEORY.md section 3, (MP)).
+
+    G(zeta) = ( -zeta I_m + E[F] )^{-1},    F = D (I_m + G D / delta)^{-1}.
+
+Unknowns are the ``p = m(m+1)/2`` upper-triangular entries of the symmetric ``G`` (complex
+symmetric for complex ``zeta``).  The residual is ``R(G) = -zeta I + E[F] - G^{-1}`` and, using
+``dF = -(1/delta) F dG F``, its Jacobian is ``dR = -(1/delta) E[F dG F] + G^{-1} dG G^{-1}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.freeprob import min_pd_pivot, mp_moments, spike_moments
+
+NEWTON_TOL = 1e-13
+NEWTON_MAXIT = 40
+
+
+class ConvergenceError(RuntimeError):
+    """A solver did not converge; ``partial`` holds what it had (never to be used as an answer)."""
+
+    def __init__(self, message, partial=None):
+        super().__init__(message)
+        self.partial = partial
+
+
+@dataclass
+class NewtonState:
+    """A converged point of (MP): ``G``, its Jacobian ``J`` (in symmetric coordinates)."""
+
+    zeta: complex
+    G: np.ndarray
+    J: np.ndarray
+    iterations: int
+    residual: float
+
+
+class MPSystem:
+    """(MP) for a fixed law and ``delta``: residuals, Jacobians, Newton, tangents."""
+
+    def __init__(self, law, delta):
+        try:
+            delta = float(delta)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"delta must be a real number; got {delta!r}") from exc
+        if not np.isfinite(delta) or delta <= 0:
+            raise ValueError(f"delta must be finite and > 0; got {delta!r}")
+        self.law, self.delta = law, delta
+        self.m = m = law.m
+        self.ia, self.ib = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(m))
+        self.e = (self.ia == self.ib).astype(np.float64)  # vech(I)
+        self.D = np.ascontiguousarray(law.D)
+        self.w = np.ascontiguousarray(law.weights)
+        self.zhat = np.ascontiguousarray(law.zhat)
+
+    # -- symmetric coordinates ---------------------------------------------------------
+    def vech(self, A):
+        return A[self.ia, self.ib]
+
+    def unvech(self, g):
+        G = np.zeros((self.m, self.m), dtype=g.dtype)
+        G[self.ia, self.ib] = g
+        G[self.ib, self.ia] = g
+        return G
+
+    def sandwich(self, A):
+        """Matrix of ``X -> A X A`` on symmetric ``X`` (symmetric coordinates), ``A`` symmetric."""
+        ia, ib = self.ia, self.ib
+        S = A[ia[:, None], ia[None, :]] * A[ib[None, :], ib[:, None]]
+        off = (ia != ib)[None, :]
+        S = S + off * A[ia[:, None], ib[None, :]] * A[ia[None, :], ib[:, None]]
+        return S
+
+    # -- residual and Jacobian -----------------------------------------------------------
+    def moments(self, G, with_jac=True):
+        p = self.ia.size
+        EF = np.zeros((self.m, self.m), dtype=G.dtype)
+        JF = np.zeros((p, p), dtype=G.dtype)
+        bad = mp_moments(self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF)
+        return EF, JF, bad
+
+    def residual_jacobian(self, G, zeta):
+        """``(vech R, J, scale)``; ``None`` for ``R`` when a node system is singular."""
+        EF, JF, bad = self.moments(G)
+        try:
+            Ginv = np.linalg.inv(G)
+        except np.linalg.LinAlgError:
+            return None, None, 1.0
+        if bad or not np.all(np.isfinite(EF)):
+            return None, None, 1.0
+        R = self.vech(-zeta * np.eye(self.m) + EF - Ginv)
+        J = -JF / self.delta + self.sandwich(Ginv)
+        scale = 1.0 + abs(zeta) + np.max(np.abs(Ginv)) + np.max(np.abs(EF))
+        return R, J, scale
+
+    def newton(self, zeta, G0, maxit=NEWTON_MAXIT, tol=NEWTON_TOL):
+        """Newton on the entries of ``G``; returns a ``NewtonState`` or ``None`` on failure."""
+        g = self.vech(np.asarray(G0, dtype=complex if np.iscomplexobj(zeta) else float))
+        for it in range(maxit + 1):
+            G = self.unvech(g)
+            R, J, scale = self.residual_jacobian(G, zeta)
+            if R is None:
+                return None
+            res = float(np.max(np.abs(R))) / scale
+            if res <= tol:
+                return NewtonState(zeta, G, J, it, res)
+            if it == maxit:
+                return None
+            try:
+                step = np.linalg.solve(J, -R)
+            except np.linalg.LinAlgError:
+                return None
+            g = g + step
+            if not np.all(np.isfinite(g)):
+                return None
+        return None
+
+    def tangent(self, state):
+        """``dG/dzeta = J^{-1} vech(I)`` at a converged point (THEORY.md section 4, ``G'``)."""
+        return self.unvech(np.linalg.solve(state.J, self.e.astype(state.J.dtype)))
+
+    # -- real branch checks --------------------------------------------------------------
+    def admissible(self, G, side):
+        """On the real branch ``side`` (-1 left, +1 right): ``-side G`` is positive definite and no
+        ``I + G D_i / delta`` has crossed a pole."""
+        try:
+            L = np.linalg.cholesky(-side * G)
+        except np.linalg.LinAlgError:
+            return False
+        return min_pd_pivot(self.D, np.ascontiguousarray(L), -side / self.delta) > 0.0
+
+    def spike_matrices(self, G, Gp):
+        """``E[kron(zhat zhat^T, F)]`` and ``E[kron(zhat zhat^T, F G' F)]`` (THEORY.md section 4)."""
+        Km = self.law.K * self.m
+        ES, ESp = np.zeros((Km, Km)), np.zeros((Km, Km))
+        bad = spike_moments(self.D, self.w, self.zhat, np.ascontiguousarray(G, dtype=float),
+                            np.ascontiguousarray(Gp, dtype=float), 1.0 / self.delta, ES, ESp)
+        if bad:
+            raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
+        return 0.5 * (ES + ES.T), 0.5 * (ESp + ESp.T)
+
+    def far(self, side=0):
+        """A distance beyond which ``G ~ -I/zeta`` starts Newton safely on ``side`` (0: both)."""
+        lo, hi = self.law.node_range
+        reach = {-1: max(-lo, 0.0), 1: max(hi, 0.0), 0: max(-lo, hi)}[side]
+        return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0

@@ -1,0 +1,153 @@
+"""Outlier eigenvalues, their overlaps, and BBP thresholds (THEORY.md section 4).
+
+For real ``lambda`` outside the bulk, with ``G = G(lambda)`` and ``F`` as in (MP), the map on
+``A in R^{K x m}``
+
+    S_lambda(A) = E[zhat zhat^T A F] - lambda A,       i.e. the matrix E[kron(zhat zhat^T, F)] - lambda I,
+
+is symmetric.  ``lambda`` is an outlier iff ``S_lambda`` is singular.  Its eigenvalues decrease in
+``lambda`` (``S' = -(1/delta) E[kron(zz^T, F G' F)] - I``), so each eigenvalue of ``S`` at the edge
+with the outward sign gives exactly one root, bracketed between the edge and a far point.  With
+the null vector ``A`` (unit norm), the squared overlaps are ``||A||^2 / <A, -S' A>`` with
+``R^m (x) span(zhat)`` and ``||A_Theta||^2 / <A, -S' A>`` with ``R^m (x) span(Theta*)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import brentq
+
+from .edges import BulkEdges
+from .mp import ConvergenceError, MPSystem
+from .spectrum import _check_law, _continue_real, _side_edge, real_branch_start
+
+SIDES = {"left": -1, "right": 1}
+
+
+@dataclass
+class Outlier:
+    """An outlier eigenvalue of ``H`` outside the bulk (THEORY.md section 4).
+
+    ``overlap_spike``: squared overlap of the eigenvector with ``R^m (x) span(zhat)``;
+    ``overlap_theta``: with ``R^m (x) span(Theta*)``.  ``vector`` is the null vector ``A``
+    (``K x m``) of ``S_lambda``; ``residual`` is ``|mu(value)|``, the eigenvalue of ``S`` at the root.
+    """
+
+    value: float
+    overlap_spike: float
+    overlap_theta: float
+    side: str
+    delta: float
+    vector: np.ndarray = field(repr=False)
+    iterations: int = 0
+    residual: float = 0.0
+    converged: bool = True
+
+
+class Outliers(list):
+    """A list of ``Outlier`` with the edge it was measured from and, when empty, the reason."""
+
+    def __init__(self, items=(), side="left", edge=np.nan, edge_kind="", reason=""):
+        super().__init__(items)
+        self.side, self.edge, self.edge_kind, self.reason = side, edge, edge_kind, reason
+
+
+def _check_side(side):
+    if side not in SIDES:
+        raise ValueError(f"side must be 'left' or 'right'; got {side!r}")
+    return SIDES[side]
+
+
+class _Branch:
+    """The real branch of (MP) on one side, with cached points for warm starts."""
+
+    def __init__(self, mp: MPSystem, side, edge, G_edge):
+        self.mp, self.side, self.edge, self.G_edge = mp, side, edge, G_edge
+        self.points = [real_branch_start(mp, side)]
+
+    def state(self, lam):
+        if lam == self.edge:
+            return None
+        far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
+        start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
+        st, _ = _continue_real(self.mp, start, lam, self.side)
+        self.points.append(st)
+        return st
+
+    def S(self, lam):
+        """``S_lambda`` and ``S'_lambda`` as ``Km x Km`` symmetric matrices."""
+        st = self.state(lam)
+        G = self.G_edge if st is None else st.G
+        Gp = np.zeros_like(G) if st is None else self.mp.tangent(st)
+        ES, ESp = self.mp.spike_matrices(G, Gp)
+        n = ES.shape[0]
+        return ES - lam * np.eye(n), -ESp / self.mp.delta - np.eye(n)
+
+
+def _edge(mp: MPSystem, side):
+    value, kind, G, _, _ = _side_edge(mp, side)
+    return value, kind, G
+
+
+def _root(branch: _Branch, j, mu_edge):
+    """The root of the ``j``-th eigenvalue of ``S_lambda`` outward of the edge."""
+    side, edge = branch.side, branch.edge
+    step = 0.05 * (branch.mp.law.scale + abs(edge)) + 1e-3
+    far = edge + side * step
+    count = 0
+    while side * np.linalg.eigvalsh(branch.S(far)[0])[j] >= 0:
+        step *= 2.0
+        far = edge + side * step
+        count += 1
+        if count > 60:
+            raise ConvergenceError(f"no sign change of the {j}-th eigenvalue of S found")
+
+    def mu(lam):
+        return np.linalg.eigvalsh(branch.S(lam)[0])[j] if lam != edge else mu_edge
+
+    lam, info = brentq(mu, far, edge, xtol=1e-14 * (1 + abs(edge)), rtol=4 * np.finfo(float).eps,
+                       maxiter=200, full_output=True)
+    if not info.converged:
+        raise ConvergenceError(f"Brent's method did not converge for outlier {j}")
+    return lam, info.iterations
+
+
+def _overlaps(branch: _Branch, lam, j, theta_rows):
+    S, Sp = branch.S(lam)
+    vals, vecs = np.linalg.eigh(S)
+    A = vecs[:, j]
+    denom = float(A @ (-Sp @ A))
+    if not denom > 0:
+        raise ConvergenceError(f"<A, -S' A> = {denom:.3g} is not positive at lambda = {lam}")
+    return 1.0 / denom, float(A[:theta_rows] @ A[:theta_rows]) / denom, A, abs(vals[j])
+
+
+def outliers(law, delta, side="left") -> Outliers:
+    """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (THEORY.md sec. 4).
+
+    Returns an ``Outliers`` list (possibly empty; then ``.reason`` says why).  An unbounded side
+    returns an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.
+    """
+    _check_law(law)
+    sgn = _check_side(side)
+    mp = MPSystem(law, delta)
+    edge, kind, G_edge = _edge(mp, sgn)
+    shift = law.shift
+    if kind in ("unbounded", "atom"):
+        why = {"unbounded": f"D is unbounded on the {side}: the bulk extends to infinity and no "
+                            f"outlier separates ({law.unbounded_reason})",
+               "atom": "D is definite and the atom at 0 ends the spectrum on this side"}[kind]
+        return Outliers([], side, edge + shift, kind, why)
+    branch = _Branch(mp, sgn, edge, G_edge)
+    mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
+    found = []
+    for j in np.flatnonzero(sgn * mu_edge > 0):
+        lam, its = _root(branch, j, mu_edge[j])
+        ov_s, ov_t, A, res = _overlaps(branch, lam, j, law.theta_dims * law.m)
+        found.append(Outlier(lam + shift, ov_s, ov_t, side, mp.delta, A.reshape(law.K, law.m),
+                             its, res))
+    found.sort(key=lambda o: sgn * o.value, reverse=True)
+    reason = "" if found else "S at the edge has no eigenvalue of the outward sign"
+    return Outliers(found, side, edge + shift, kind, reason)

@@ -1,0 +1,203 @@
+"""Public solvers for the bulk: ``stieltjes``, ``bulk_edges``, ``bulk_density`` (THEORY.md section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .edges import BulkEdges, find_fold
+from .law import SpikeLaw
+from .mp import ConvergenceError, MPSystem, NewtonState
+
+
+def _check_law(law):
+    if not isinstance(law, SpikeLaw):
+        raise TypeError(f"law must be an rmt.SpikeLaw; got {type(law).__name__}")
+
+
+def _side_edge(mp: MPSystem, side):
+    """``(value, kind, G, iterations, residual)`` of one edge, before the shift."""
+    law = mp.law
+    idx = 0 if side < 0 else 1
+    if law.unbounded[idx]:
+        return side * np.inf, "unbounded", None, 0, 0.0
+    atom = mp.delta * law.expected_rank < law.m - 1e-12
+    definite = law.node_range[0] >= -1e-12 * law.scale if side < 0 else \
+        law.node_range[1] <= 1e-12 * law.scale
+    if atom and definite:
+        return 0.0, "atom", None, 0, 0.0
+    pt, kind, steps = find_fold(mp, side)
+    return pt.zeta, kind, pt.G, steps, pt.residual
+
+
+def bulk_edges(law, delta) -> BulkEdges:
+    """Edges ``(lo, hi)`` of the bulk of ``H`` (THEORY.md section 3, fold of the real branch).
+
+    Each edge is the fold of the real branch of (MP) continued from ``-+inf`` and refined by
+    Newton on the extended system.  An unbounded side (``law.unbounded``) gives ``-+inf``;
+    ``lo = 0`` with kind ``"atom"`` when ``D >= 0`` and ``delta E[rank D] < m`` (the atom at 0
+    is then the bottom of the spectrum).  Raises ``ConvergenceError`` when no fold is found.
+    """
+    _check_law(law)
+    mp = MPSystem(law, delta)
+    lo = _side_edge(mp, -1)
+    hi = _side_edge(mp, +1)
+    return BulkEdges(lo[0] + law.shift, hi[0] + law.shift, lo[1], hi[1], lo[2], hi[2],
+                     mp.delta, lo[3] + hi[3], max(lo[4], hi[4]))
+
+
+@dataclass
+class StieltjesResult:
+    """``G(zeta)`` (``m x m``, THEORY.md (MP)) with its convergence record.
+
+    ``np.asarray(result)`` is the matrix.  ``s = trace(G)/m`` is the scalar Stieltjes transform.
+    """
+
+    G: np.ndarray
+    zeta: complex
+    iterations: int
+    residual: float
+    converged: bool = True
+
+    @property
+    def s(self):
+        return np.trace(self.G) / self.G.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        return self.G if dtype is None else self.G.astype(dtype)
+
+
+def _continue_complex(mp: MPSystem, zeta):
+    """Continuation in ``Im zeta`` from far above down to ``zeta`` (``Im zeta > 0``)."""
+    x, eta = zeta.real, zeta.imag
+    top = mp.far() + abs(x)
+    if eta >= top:
+        st = mp.newton(zeta, -np.eye(mp.m) / zeta)
+        if st is None:
+            raise ConvergenceError(f"Newton failed at zeta = {zeta}")
+        return st, st.iterations
+    log_t, log_end = np.log(top), np.log(eta)
+    z0 = complex(x, top)
+    st = mp.newton(z0, -np.eye(mp.m, dtype=complex) / z0)
+    total, step = st.iterations, 2.0
+    while log_t > log_end:
+        nxt = max(log_t - step, log_end)
+        zn = complex(x, np.exp(nxt))
+        Gp = mp.tangent(st)
+        new = mp.newton(zn, st.G + Gp * (zn - st.zeta))
+        if new is None or not _physical(new.G):
+            step *= 0.5
+            if step < 1e-10:
+                raise ConvergenceError(f"continuation in Im(zeta) stalled at {zn}", partial=st)
+            continue
+        st, log_t, total = new, nxt, total + new.iterations
+        step = min(step * 1.5, 4.0)
+    return st, total
+
+
+def _physical(G):
+    """``Im G`` positive semidefinite, as for any Stieltjes transform with ``Im zeta > 0``."""
+    imag = 0.5 * (G.imag + G.imag.T)
+    return np.linalg.eigvalsh(imag).min() >= -1e-9 * (1.0 + np.abs(G).max())
+
+
+def _continue_real(mp: MPSystem, start: NewtonState, target, side):
+    """Continuation along the real branch from ``start`` to ``target`` (same side, outside)."""
+    st, total = start, 0
+    step = target - st.zeta.real
+    while st.zeta.real != target:
+        nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
+        Gp = mp.tangent(st)
+        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real))
+        if new is None or not mp.admissible(new.G, side):
+            step *= 0.5
+            if abs(step) < 1e-14 * (1.0 + abs(target)):
+                raise ConvergenceError(f"real-branch continuation stalled at {nxt}", partial=st)
+            continue
+        st, total = new, total + new.iterations
+        step *= 2.0
+    return st, total
+
+
+def real_branch_start(mp: MPSystem, side):
+    zeta0 = side * mp.far(side)
+    st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
+    if st is None:
+        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
+    return st
+
+
+def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
+    """Matrix Stieltjes transform ``G(zeta)`` solving (MP) (THEORY.md section 3).
+
+    For complex ``zeta``: Newton on the entries of ``G`` with continuation in ``Im zeta`` from far
+    above (``G(conj zeta) = conj G(zeta)``).  For real ``zeta`` outside the bulk: continuation along
+    the real branch from ``-+inf``; a real ``zeta`` inside ``[lo, hi]`` raises ``ValueError``.
+    """
+    _check_law(law)
+    mp = MPSystem(law, delta)
+    zeta = complex(zeta) - law.shift
+    if zeta.imag != 0.0:
+        st, its = _continue_complex(mp, complex(zeta.real, abs(zeta.imag)))
+        G = st.G if zeta.imag > 0 else np.conj(st.G)
+        return StieltjesResult(G, zeta + law.shift, its, st.residual)
+    lo, hi = edges if edges is not None else bulk_edges(law, delta)
+    x = zeta.real
+    if lo - law.shift <= x <= hi - law.shift:
+        raise ValueError(f"real zeta = {x + law.shift} lies in the bulk [{lo}, {hi}]; "
+                         "give zeta an imaginary part")
+    side = -1 if x < lo - law.shift else 1
+    st0 = real_branch_start(mp, side)
+    if side * x >= side * st0.zeta:
+        st0 = mp.newton(x, -np.eye(mp.m) / x)
+        return StieltjesResult(st0.G, complex(x + law.shift), st0.iterations, st0.residual)
+    st, its = _continue_real(mp, st0, x, side)
+    return StieltjesResult(st.G, complex(x + law.shift), its, st.residual)
+
+
+@dataclass
+class BulkDensity:
+    """``rho(x) = Im tr G(x + i eta) / (m pi)`` on a grid, minus the atom's Lorentzian.
+
+    ``atom`` is the mass at ``law.shift`` (``max(0, 1 - delta E[rank D] / m)``, THEORY.md sec. 3).
+    """
+
+    x: np.ndarray
+    density: np.ndarray
+    atom: float
+    eta: float
+    iterations: int
+    max_residual: float
+    converged: bool = True
+
+
+def bulk_density(law, delta, x, eta=None) -> BulkDensity:
+    """Density of the bulk at the points ``x`` and the mass of the atom at 0 (THEORY.md sec. 3).
+
+    Each point is solved at ``zeta = x + i eta`` (default ``eta = 1e-10 * law.scale``), warm
+    started from the previous point and checked to be physical (``Im G >= 0``), otherwise by
+    continuation in ``Im zeta``.  The atom contributes ``atom * eta / (pi (x^2 + eta^2))``, which
+    is removed.  Raises ``ConvergenceError`` if a point does not converge.
+    """
+    _check_law(law)
+    mp = MPSystem(law, delta)
+    xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    if xs.ndim != 1 or not np.all(np.isfinite(xs)):
+        raise ValueError("x must be a finite 1-D grid")
+    eta = 1e-10 * law.scale if eta is None else float(eta)
+    if not eta > 0:
+        raise ValueError(f"eta must be > 0; got {eta}")
+    atom = max(0.0, 1.0 - mp.delta * law.expected_rank / law.m)
+    out, total, worst, prev = np.empty(xs.size), 0, 0.0, None
+    for i, xi in enumerate(xs - law.shift):
+        zeta = complex(xi, eta)
+        st = None if prev is None else mp.newton(zeta, prev.G)
+        if st is None or not _physical(st.G):
+            st, its = _continue_complex(mp, zeta)
+        else:
+            its = st.iterations
+        total, worst, prev = total + its, max(worst, st.residual), st
+        s = np.trace(st.G) / law.m
+        out[i] = s.imag / np.pi - atom * eta / (np.pi * (xi * xi + eta * eta))
+    return BulkDensity(xs, np.clip(out, 0.0, None), atom, eta, total, worst)
