@@ -188,6 +188,19 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
+@njit(cache=True, parallel=True)
+def stream_pass(X):
+    """Sum of all entries of ``X``, read once in parallel: the one-pass memory-bandwidth floor.
+
+    Benchmarks time it next to the products (the product cannot stream ``X`` faster).
+    """
+    n = X.shape[0]
+    total = 0.0
+    for i in prange(n):
+        total += X[i].sum()
+    return total
+
+
 def hvp_kernel(m: int):
     """The fused kernel used for width ``m``: unrolled (``hvp_small``) for small ``m``, else generic.
 

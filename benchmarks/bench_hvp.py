@@ -1,0 +1,243 @@
+"""How fast is the fused Hessian-vector product? (issue 2, "Speed")
+
+Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
+
+* one product ``H v`` at ``n=16000, d=4000, m=4`` through ``Hessian.matvec`` (unrolled kernel),
+  through the generic kernel, through the obvious numpy product (``X @ V``, a per-row einsum
+  with ``D``, ``X.T @ R``) and through numpy's transposed products (``(V.T@X.T).T``, ``(R.T@X).T``);
+* a block of 8 vectors in one call, against 8 single products;
+* every time as a multiple of one pass over ``X``, both the nominal 30 GB/s of PERFORMANCE.md and
+  a parallel sum of ``X`` timed in the same run;
+* compile time, separately: first call in a fresh process with an empty Numba cache, first call
+  in a fresh process that loads the cache, and a later call;
+* the other processes' CPU load during the measurement (rerun while it is high).
+
+Run: ``python benchmarks/bench_hvp.py [--threads 2] [--json benchmarks/results/hvp.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from _util import fmt_ms, measure, set_threads
+
+import rmt
+from rmt.kernels.hessian import hvp_fused, hvp_kernel, stream_pass
+
+NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=16000)
+    p.add_argument("--d", type=int, default=4000)
+    p.add_argument("--m", type=int, default=4)
+    p.add_argument("--block", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument(
+        "--widths", default="1,2,3,4,6", help="widths of the sweep ('' to skip)"
+    )
+    p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+    return p.parse_args(argv)
+
+
+def make_hessian(n, d, m, rng):
+    """A Hessian at a random point of a noisy ``z1 z2`` model (tanh network, square loss)."""
+    data = rmt.MultiIndexModel("z1z2", noise=0.1).sample(n, d, rng)
+    net = rmt.TwoLayerNet(m, activation="tanh", loss="square")
+    W = rng.standard_normal((d, m)) / np.sqrt(d)
+    return rmt.Hessian(net, data, W, weight_decay=1e-3)
+
+
+def numpy_obvious(X, D, V):
+    """The obvious product for ``V`` (``d x m``): ``X @ V``, einsum with ``D``, ``X.T @ R``."""
+    U = X @ V
+    R = np.einsum("ij,ijk->ik", U, D)
+    return X.T @ R
+
+
+def numpy_transposed(X, D, V):
+    """The same with the transposed BLAS calls of PERFORMANCE.md: ``(V.T@X.T).T``, ``(R.T@X).T``."""
+    U = (V.T @ X.T).T
+    R = np.einsum("ij,ijk->ik", U, D)
+    return (R.T @ X).T
+
+
+def contenders(H, b, rng):
+    """The timed callables, each called once here (compilation, first-touch)."""
+    X, D, m, d = H.data.X, H.D, H.m, H.d
+    v = rng.standard_normal(m * d)
+    Vb = rng.standard_normal((m * d, b))
+    Vdm = np.ascontiguousarray(v.reshape(m, d).T)
+    Vt1 = np.ascontiguousarray(v.reshape(m, d))
+    Vtb = np.ascontiguousarray(Vb.T).reshape(b * m, d)
+    nc = H.n_chunks
+    funcs = {
+        "numpy obvious, 1 vector": lambda: numpy_obvious(X, D, Vdm),
+        "numpy transposed, 1 vector": lambda: numpy_transposed(X, D, Vdm),
+        "one pass over X (parallel sum)": lambda: stream_pass(X),
+        "rmt Hessian.matvec, 1 vector": lambda: H.matvec(v),
+        "generic kernel, 1 vector": lambda: hvp_fused(X, D, Vt1, nc),
+        f"rmt Hessian.matmat, block {b}": lambda: H.matmat(Vb),
+        f"generic kernel, block {b}": lambda: hvp_fused(X, D, Vtb, nc),
+    }
+    ref = numpy_obvious(X, D, Vdm).T.ravel() / H.n + H.weight_decay * v
+    err = np.abs(H.matvec(v) - ref).max() / np.abs(ref).max()
+    for f in funcs.values():
+        f()
+    return funcs, err
+
+
+def main_timings(H, args, rng):
+    funcs, err = contenders(H, args.block, rng)
+    timings, load, tries = measure(funcs, repeats=args.repeats)
+    t = {k: v["median"] for k, v in timings.items()}
+    nominal = H.data.X.nbytes / (NOMINAL_GBS * 1e9)
+    measured = t["one pass over X (parallel sum)"]
+    base = t["numpy obvious, 1 vector"]
+    print(f"\nn={H.n} d={H.d} m={H.m}; kernel for m={H.m}: {hvp_kernel(H.m).__name__}")
+    print(f"max relative difference, Hessian.matvec vs numpy: {err:.1e}")
+    print(
+        f"other processes' load: {load:.2f} cores (try {tries}); median of {args.repeats}"
+    )
+    print(
+        f"one-pass bound: nominal {fmt_ms(nominal)} (30 GB/s), measured {fmt_ms(measured)}"
+    )
+    print(
+        f"{'':34s} {'time':>10s} {'/numpy':>7s} {'/bound':>7s} {'/measured pass':>15s}"
+    )
+    for name, sec in t.items():
+        print(
+            f"{name:34s} {fmt_ms(sec)} {sec / base:7.3f} {sec / nominal:7.2f} "
+            f"{sec / measured:15.2f}"
+        )
+    single = t["rmt Hessian.matvec, 1 vector"]
+    block = t[f"rmt Hessian.matmat, block {args.block}"]
+    print(f"\nsingle product / numpy obvious: {single / base:.3f}  (goal <= 0.3)")
+    print(f"block {args.block} / single product: {block / single:.2f}  (goal <= 3)")
+    print(f"single product / one-pass bound: {single / nominal:.2f}  (goal <= 2)")
+    return {
+        "times": t,
+        "other_load": load,
+        "tries": tries,
+        "bound_nominal": nominal,
+        "rel_err": err,
+        "single_over_numpy": single / base,
+        "block_over_single": block / single,
+    }
+
+
+def sweep_one(m, args, rng):
+    """Median times of one product at width ``m``: dispatch, generic kernel, numpy transposed."""
+    H = make_hessian(args.n, args.d, m, rng)
+    X, D, nc = H.data.X, H.D, H.n_chunks
+    Vt = rng.standard_normal((m, args.d))
+    Vdm = np.ascontiguousarray(Vt.T)
+    kernel = hvp_kernel(m)
+    funcs = {
+        "dispatch": lambda: kernel(X, D, Vt, nc),
+        "generic": lambda: hvp_fused(X, D, Vt, nc),
+        "numpy T": lambda: numpy_transposed(X, D, Vdm),
+    }
+    for f in funcs.values():
+        f()
+    timings, load, _ = measure(funcs, repeats=max(3, args.repeats // 2))
+    return {
+        "kernel": kernel.__name__,
+        "other_load": load,
+        **{k: v["median"] for k, v in timings.items()},
+    }
+
+
+def width_sweep(args, rng):
+    """One product per width: unrolled kernel (where there is one), generic kernel, numpy."""
+    widths = [int(w) for w in args.widths.split(",") if w.strip()]
+    rows = {}
+    if widths:
+        print(f"\nwidth sweep, one vector, median of {max(3, args.repeats // 2)}:")
+        print(
+            f"{'m':>3s} {'kernel':>8s} {'dispatch':>10s} {'generic':>10s} {'numpy T':>10s} load"
+        )
+    for m in widths:
+        r = rows[m] = sweep_one(m, args, rng)
+        print(
+            f"{m:3d} {r['kernel']:>8s} {fmt_ms(r['dispatch'])} {fmt_ms(r['generic'])} "
+            f"{fmt_ms(r['numpy T'])} {r['other_load']:.2f}"
+        )
+    return rows
+
+
+COMPILE_SNIPPET = """
+import json, time, numpy as np
+t0 = time.perf_counter()
+from rmt.kernels.hessian import hvp_fused, hvp_kernel
+t_import = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+m = {m}
+X = rng.standard_normal((64, 32)); D = rng.standard_normal((64, m, m)); Vt = rng.standard_normal((m, 32))
+out = {{"import": t_import}}
+for name, k in (("unrolled", hvp_kernel(m)), ("generic", hvp_fused)):
+    t0 = time.perf_counter(); k(X, D, Vt, 2); t1 = time.perf_counter(); k(X, D, Vt, 2)
+    out[name] = [t1 - t0, time.perf_counter() - t1]
+print(json.dumps(out))
+"""
+
+
+def compile_times(m, threads):
+    """First call with an empty cache, first call loading the cache, later call (fresh processes)."""
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads))
+    code = COMPILE_SNIPPET.format(m=m)
+    results = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("empty cache", "cache loaded"):
+            env["NUMBA_CACHE_DIR"] = cache
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            results[label] = json.loads(out.strip().splitlines()[-1])
+    print(
+        f"\ncompile time, m={m}, fresh processes (first call / later call, tiny problem):"
+    )
+    for label, r in results.items():
+        parts = ", ".join(
+            f"{k} {r[k][0]:.2f} s / {1e3 * r[k][1]:.2f} ms"
+            for k in ("unrolled", "generic")
+        )
+        print(f"  {label:13s}: {parts}; import {1e3 * r['import']:.0f} ms")
+    return results
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads = set_threads(args.threads)
+    print(f"threads: numba {threads['numba']}, BLAS {threads['blas']}")
+    rng = np.random.default_rng(args.seed)
+    H = make_hessian(args.n, args.d, args.m, rng)
+    report = {
+        "args": vars(args),
+        "threads": {"numba": threads["numba"], "blas": threads["blas"]},
+    }
+    report["main"] = main_timings(H, args, rng)
+    del H
+    report["sweep"] = width_sweep(args, rng)
+    report["compile"] = compile_times(args.m, args.threads)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
