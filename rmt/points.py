@@ -1,0 +1,535 @@
+"""Post-first-phase points: the population point and the trained point (THEORY.md section 6).
+
+Two ways to pick the weights ``W`` at which the Hessian of sections 2-4 is studied:
+
+* :func:`population_point` minimises the population risk over ``Q = W^T W`` (with
+  ``W^T Theta* = M`` fixed, default ``M = 0``) by quadrature, and :meth:`PointSpec.draw` turns
+  the result into a concrete ``W`` in dimension ``d``.  The theory of sections 3-4 is exact for
+  such a ``W``, since it does not depend on the sample.
+* :func:`train_first_phase` runs full-batch gradient descent from a small random start, stops
+  when the first phase ends (loss and gradient norm both plateau) and, with ``continue_steps``,
+  records when the overlap with ``Theta*`` escapes the plateau; :func:`predicted_escape_time`
+  gives the ``log(d)/|lambda_out|`` prediction of section 6 to compare with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import minimize
+from tqdm.auto import tqdm
+
+from ._validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
+from .kernels.hessian import default_chunks
+from .kernels.training import loss_grad_fused
+from .models import Dataset, MultiIndexModel
+from .network import TwoLayerNet
+from .quadrature import gauss_hermite, monte_carlo
+
+MIN_GAUSS_HERMITE_ORDER = 10
+MAX_GAUSS_HERMITE_ORDER = 40
+
+
+# ---------------------------------------------------------------------------------------------
+# population risk by quadrature
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _RiskNodes:
+    """Joint nodes for ``(z, g)`` with labels ``y`` attached, plus an additive risk constant.
+
+    ``z`` is ``(N, k)``, ``g`` is ``(N, m)``, ``y`` is ``(N,)``.  For the square loss the label
+    noise is integrated analytically and enters as ``const = noise^2 / 2``; otherwise it is one
+    more Gaussian dimension of the nodes and ``const = 0``.
+    """
+
+    z: np.ndarray
+    g: np.ndarray
+    y: np.ndarray
+    weights: np.ndarray
+    const: float
+    kind: str
+    order: int | None
+
+
+def _risk_nodes(model, net, method, order, max_nodes, n_mc, rng) -> _RiskNodes:
+    """Build Gauss-Hermite nodes while ``order**dim <= max_nodes`` allows ``order >= 10``."""
+    k, m = model.k, net.width
+    noise_dim = int(model.noise > 0 and net.loss != "square")
+    dim = k + m + noise_dim
+    if order is None:
+        order = min(MAX_GAUSS_HERMITE_ORDER, int(np.floor(max_nodes ** (1.0 / dim) + 1e-9)))
+        if method == "auto":
+            method = "gauss_hermite" if order >= MIN_GAUSS_HERMITE_ORDER else "monte_carlo"
+    elif method == "auto":
+        method = "gauss_hermite"
+    if method == "gauss_hermite":
+        order = check_positive_int(order, "order", minimum=2)
+        if float(order) ** dim > 5e6:
+            raise ValueError(
+                f"order**dim = {order}**{dim} Gauss-Hermite nodes exceed 5e6; lower order or "
+                "use method='monte_carlo'"
+            )
+        nodes = gauss_hermite(dim, order)
+    else:
+        nodes = monte_carlo(dim, n_mc, np.random.default_rng(rng))
+        order = None
+    pts = nodes.points
+    z, g = pts[:, :k], pts[:, k : k + m]
+    y = model.link(z)
+    if noise_dim:
+        y = y + model.noise * pts[:, k + m]
+    const = 0.5 * model.noise**2 if net.loss == "square" else 0.0
+    return _RiskNodes(
+        np.ascontiguousarray(z), np.ascontiguousarray(g), y, nodes.weights, const, nodes.kind, order
+    )
+
+
+def _risk_and_grad(L, M, nodes: _RiskNodes, net: TwoLayerNet, per_node=False):
+    """Risk ``E[l(y, f(u))]``, ``u = M z + L g``, and its gradient in ``L`` (lower triangle).
+
+    ``dR/dL_{jk} = E[l'(y, f) a_j sigma'(u_j) g_k]`` (chain rule through ``u = M z + L g``).
+    With ``per_node`` also returns the per-node losses (for a Monte Carlo standard error).
+    """
+    U = nodes.g @ L.T
+    if np.any(M):
+        U += nodes.z @ M.T
+    s, ds, _ = net.sigma(U)
+    f = s @ net.a
+    ell, dl, _ = net.loss_derivatives(nodes.y, f)
+    risk = float(nodes.weights @ ell) + nodes.const
+    G = (nodes.weights * dl)[:, None] * ds * net.a[None, :]
+    grad = np.tril(G.T @ nodes.g)
+    if per_node:
+        return risk, grad, ell, U
+    return risk, grad
+
+
+def population_risk(model, net, Q, M=None, *, method="auto", order=None, max_nodes=200_000,
+                    n_mc=200_000, rng=0) -> float:
+    """Population risk ``R(Q, M) = E[l(y, sum_j a_j sigma(u_j))]`` (THEORY.md section 6).
+
+    ``z ~ N(0, I_k)``, ``y = g(z) + noise eps`` and ``u = M z + (Q - M M^T)^{1/2} h`` with
+    ``h ~ N(0, I_m)`` independent, i.e. the law of ``u = W^T x`` when ``W^T W = Q`` and
+    ``W^T Theta* = M``.  Quadrature as in :func:`population_point`.
+    """
+    model, net, M = _check_model_net_M(model, net, M)
+    Q = _check_Q(Q, net.width)
+    L = _psd_factor(Q - M @ M.T, "Q - M M^T")
+    method = check_choice(method, "method", ("auto", "gauss_hermite", "monte_carlo"))
+    nodes = _risk_nodes(model, net, method, order, max_nodes, n_mc, rng)
+    return _risk_and_grad(L, M, nodes, net)[0]
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """A population point: ``W^T W = Q`` and ``W^T Theta* = M`` (THEORY.md section 6, point 2).
+
+    Attributes
+    ----------
+    Q : ndarray (m, m)
+        Gram matrix of the first layer at the minimiser, ``Q = M M^T + L L^T``.
+    M : ndarray (m, k)
+        Fixed overlap with ``Theta*``.
+    risk : float
+        Population risk at ``Q``.
+    converged : bool
+        The optimiser reported success and the gradient norm in ``L`` is ``<= gtol``.
+    grad_norm : float
+        Frobenius norm of ``dR/dL`` at the end.
+    iterations : int
+        Optimiser iterations.
+    message : str
+        The optimiser's status message.
+    risk_error : float
+        Quadrature error estimate of ``risk``: the Monte Carlo standard error, or for
+        Gauss-Hermite the change when the order is lowered by a quarter.
+    quadrature : str
+        ``"quadrature"`` (tensor Gauss-Hermite) or ``"monte_carlo"``, and ``order`` its order.
+    curvature : ndarray (m, m)
+        ``E[D]`` at the point: the population Hessian in directions orthogonal to
+        ``span(W, Theta*)`` is ``E[D] (x) I`` (THEORY.md section 2; ``sigma'' = 0`` for relu).
+    """
+
+    Q: np.ndarray
+    M: np.ndarray
+    risk: float
+    converged: bool
+    grad_norm: float
+    iterations: int
+    message: str
+    risk_error: float
+    quadrature: str
+    order: int | None
+    curvature: np.ndarray
+
+    def draw(self, d, theta, rng=None) -> np.ndarray:
+        """A concrete ``W = Theta* M^T + U (Q - M M^T)^{1/2}`` (``d x m``).
+
+        ``U`` is Haar-random with orthonormal columns orthogonal to ``theta``, so that
+        ``W^T theta = M`` and ``W^T W = Q``.  For ``M = 0`` this is ``W = U Q^{1/2}``.
+        """
+        d = check_positive_int(d, "d")
+        m, k = self.M.shape
+        theta = as_float_array(theta, "theta")
+        if theta.ndim == 1:
+            theta = theta[:, None]
+        if theta.shape != (d, k):
+            raise ValueError(f"theta must have shape (d, k) = ({d}, {k}); got {theta.shape}")
+        if not np.allclose(theta.T @ theta, np.eye(k), atol=1e-8):
+            raise ValueError("theta must have orthonormal columns (theta^T theta = I)")
+        if d < k + m:
+            raise ValueError(f"d must be >= k + m = {k + m} to fit W; got d = {d}")
+        rng = np.random.default_rng(rng)
+        G = rng.standard_normal((d, m))
+        G -= theta @ (theta.T @ G)
+        U, r = np.linalg.qr(G)
+        U -= theta @ (theta.T @ U)  # re-orthogonalise once against theta (to rounding)
+        U, _ = np.linalg.qr(U)
+        C = _sym_sqrt(self.Q - self.M @ self.M.T)
+        return theta @ self.M.T + U @ C
+
+
+def population_point(model, net, M=None, *, method="auto", order=None, max_nodes=200_000,
+                     n_mc=200_000, rng=0, init_scale=0.5, L0=None, gtol=1e-7,
+                     maxiter=2000) -> PointSpec:
+    """Minimise the population risk over ``Q = W^T W`` with ``W^T Theta* = M`` (THEORY.md §6).
+
+    The risk :func:`population_risk` is integrated over ``(z, h[, eps])`` with tensor
+    Gauss-Hermite nodes while ``order**dim <= max_nodes`` allows an order of at least 10
+    (``dim = k + m``, plus one for label noise unless the loss is square, where the noise is
+    integrated analytically); otherwise with ``n_mc`` Monte Carlo nodes drawn from ``rng``
+    (fixed seed 0 by default, so the objective is deterministic).  ``Q - M M^T = L L^T`` with
+    ``L`` lower triangular, so ``Q - M M^T >= 0`` holds by construction; L-BFGS-B minimises over
+    ``L`` with the analytic gradient.  ``L = 0`` is a critical point when ``M = 0``, so the start
+    is ``L0`` (default ``init_scale * I``).
+
+    The minimiser can be ``Q = 0``: e.g. for an odd activation without bias and an even target,
+    ``E f = 0`` and the square risk is ``(E f^2 + E y^2)/2``, smallest at ``W = 0``.
+    """
+    model, net, M = _check_model_net_M(model, net, M)
+    method = check_choice(method, "method", ("auto", "gauss_hermite", "monte_carlo"))
+    max_nodes = check_positive_int(max_nodes, "max_nodes")
+    gtol = check_nonneg_float(gtol, "gtol")
+    maxiter = check_positive_int(maxiter, "maxiter")
+    m = net.width
+    if L0 is None:
+        L0 = check_nonneg_float(init_scale, "init_scale") * np.eye(m)
+    L0 = as_float_array(L0, "L0", ndim=2)
+    if L0.shape != (m, m):
+        raise ValueError(f"L0 must have shape (m, m) = ({m}, {m}); got {L0.shape}")
+    nodes = _risk_nodes(model, net, method, order, max_nodes, n_mc, rng)
+    tri = np.tril_indices(m)
+
+    def fun(x):
+        L = np.zeros((m, m))
+        L[tri] = x
+        risk, grad = _risk_and_grad(L, M, nodes, net)
+        return risk, grad[tri]
+
+    res = minimize(fun, L0[tri], jac=True, method="L-BFGS-B",
+                   options={"maxiter": maxiter, "gtol": gtol, "ftol": 1e-15, "maxls": 50})
+    L = np.zeros((m, m))
+    L[tri] = res.x
+    return _finish_point(L, M, nodes, model, net, res, gtol)
+
+
+def _finish_point(L, M, nodes, model, net, res, gtol) -> PointSpec:
+    """Assemble the :class:`PointSpec`, with the error estimate and ``E[D]`` at the optimum."""
+    risk, grad, ell, U = _risk_and_grad(L, M, nodes, net, per_node=True)
+    grad_norm = float(np.linalg.norm(grad))
+    if nodes.kind == "monte_carlo":
+        w = nodes.weights
+        err = float(np.sqrt(w @ (ell - (w @ ell)) ** 2 / max(len(w) - 1, 1)))
+    else:
+        low = max(2, nodes.order - max(1, nodes.order // 4))
+        coarse = _risk_nodes(model, net, "gauss_hermite", low, None, None, None)
+        err = abs(_risk_and_grad(L, M, coarse, net)[0] - risk)
+    D = net.curvature(U, nodes.y)
+    curvature = np.tensordot(nodes.weights, D, axes=(0, 0))
+    return PointSpec(
+        Q=M @ M.T + L @ L.T, M=M.copy(), risk=risk,
+        converged=bool(res.success) and grad_norm <= gtol, grad_norm=grad_norm,
+        iterations=int(res.nit), message=str(res.message), risk_error=err,
+        quadrature=nodes.kind, order=nodes.order, curvature=0.5 * (curvature + curvature.T),
+    )
+
+
+def _check_model_net_M(model, net, M):
+    if not isinstance(model, MultiIndexModel):
+        raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
+    if not isinstance(net, TwoLayerNet):
+        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+    if model.even is None:
+        raise TypeError("the population risk needs a registry target (a link g(z)); got a callable")
+    if net.loss == "logistic" and model.noise > 0:
+        raise ValueError("the logistic loss needs labels in {-1, +1}; got a model with noise > 0")
+    m, k = net.width, model.k
+    M = np.zeros((m, k)) if M is None else as_float_array(M, "M", ndim=2)
+    if M.shape != (m, k):
+        raise ValueError(f"M must have shape (m, k) = ({m}, {k}); got {M.shape}")
+    return model, net, M
+
+
+def _check_Q(Q, m) -> np.ndarray:
+    Q = as_float_array(Q, "Q", ndim=2)
+    if Q.shape != (m, m):
+        raise ValueError(f"Q must have shape (m, m) = ({m}, {m}); got {Q.shape}")
+    if not np.allclose(Q, Q.T, atol=1e-12 * max(1.0, np.abs(Q).max())):
+        raise ValueError("Q must be symmetric")
+    return 0.5 * (Q + Q.T)
+
+
+def _sym_sqrt(A) -> np.ndarray:
+    """Symmetric PSD square root (eigenvalues below 0 from rounding are set to 0)."""
+    vals, vecs = np.linalg.eigh(0.5 * (A + A.T))
+    return (vecs * np.sqrt(np.clip(vals, 0.0, None))) @ vecs.T
+
+
+def _psd_factor(A, name) -> np.ndarray:
+    """A factor ``L`` with ``L L^T = A`` for PSD ``A`` (symmetric square root)."""
+    vals = np.linalg.eigvalsh(0.5 * (A + A.T))
+    if vals[0] < -1e-10 * max(1.0, abs(vals[-1])):
+        raise ValueError(f"{name} must be positive semidefinite; its smallest eigenvalue is {vals[0]:.3g}")
+    return _sym_sqrt(A)
+
+
+# ---------------------------------------------------------------------------------------------
+# the trained point: full-batch gradient descent with first-phase detection
+# ---------------------------------------------------------------------------------------------
+def loss_and_grad_fused(net, data, W, weight_decay=0.0):
+    """Mean loss plus ``weight_decay/2 ||W||_F^2`` and its gradient, by the fused Numba kernel.
+
+    Same result as :meth:`rmt.TwoLayerNet.loss_and_grad` (the slow, obvious reference), in one
+    pass over ``X`` (THEORY.md section 2, gradient formula).
+    """
+    if not isinstance(net, TwoLayerNet):
+        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
+    wd = check_nonneg_float(weight_decay, "weight_decay")
+    W = net.check_weights(W, data.d)
+    net._check_labels(data.y)
+    return _fused(net, data, W, wd, default_chunks())
+
+
+def _fused(net, data, W, wd, n_chunks):
+    """The unchecked kernel call, for the training loop."""
+    total, grad_t = loss_grad_fused(
+        data.X, np.ascontiguousarray(W.T), data.y, net.a, net.act_code, net.loss_code,
+        net.huber_delta, n_chunks,
+    )
+    grad = grad_t.T / data.n
+    value = total / data.n
+    if wd:
+        grad = grad + wd * W
+        value += 0.5 * wd * float(np.sum(W * W))
+    return value, grad
+
+
+def theta_overlap(W, theta) -> float:
+    """Fraction of the squared weight norm in ``span(Theta*)``: ``||Theta*^T W||_F^2 / ||W||_F^2``.
+
+    It lies in ``[0, 1]``; a random ``W`` has about ``k/d`` and ``W`` inside ``span(Theta*)`` has 1.
+    """
+    total = float(np.sum(W * W))
+    if total == 0.0:
+        return 0.0
+    P = theta.T @ W
+    return float(np.sum(P * P)) / total
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Result of :func:`train_first_phase` (THEORY.md section 6, point 3).
+
+    Curves have one entry per step ``t = 0..steps-1``, evaluated at the iterate *before* update
+    ``t``: ``loss`` (with weight decay), ``grad_norm`` (Frobenius) and ``overlap``
+    (:func:`theta_overlap`, ``nan`` when ``data.theta`` is unknown).
+
+    ``W`` is the iterate at ``phase_end_step`` when the first phase was detected, else the last
+    iterate.  ``W_final`` is the last iterate.  ``escape_step`` is the first step after the
+    phase end with ``overlap >= escape_overlap`` (``None`` without escape), and
+    ``escape_time = (escape_step - phase_end_step) * lr`` is that delay in gradient-flow time.
+    There is no escape to record when the overlap already reaches ``escape_overlap`` at the
+    phase end (the directions were learned within the first phase): check
+    ``overlap_at_phase_end``.
+    ``diverged`` is set when the loss became non-finite (training stops there).
+    """
+
+    W: np.ndarray
+    W_final: np.ndarray
+    phase_end_step: int | None
+    phase_detected: bool
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    overlap: np.ndarray
+    steps: int
+    lr: float
+    escape_step: int | None
+    escaped: bool
+    escape_time: float | None
+    escape_overlap: float
+    overlap_at_phase_end: float
+    diverged: bool
+
+
+def _plateau(loss, gnorm, gmax, t, window, loss_rtol, grad_rtol) -> bool:
+    """Plateau test at step ``t`` (see :func:`train_first_phase`)."""
+    if t < window:
+        return False
+    drop = loss[t - window] - loss[t]
+    if drop > loss_rtol * max(abs(loss[t]), 1e-300):
+        return False
+    return gnorm[t] <= grad_rtol * gmax or gnorm[t] >= gnorm[t - window]
+
+
+def _initial_weights(net, data, W0, init_scale, rng):
+    if W0 is None:
+        scale = check_nonneg_float(init_scale, "init_scale")
+        rng = np.random.default_rng(rng)
+        return scale * rng.standard_normal((data.d, net.width)) / np.sqrt(data.d)
+    return net.check_weights(W0, data.d).copy()
+
+
+def _check_train_args(net, data, lr, max_steps, continue_steps, window):
+    if not isinstance(net, TwoLayerNet):
+        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
+    lr_f = check_nonneg_float(lr, "lr")
+    if lr_f == 0.0:
+        raise ValueError(f"lr must be > 0; got {lr!r}")
+    max_steps = check_positive_int(max_steps, "max_steps")
+    continue_steps = check_positive_int(continue_steps, "continue_steps", minimum=0)
+    window = check_positive_int(window, "window")
+    if continue_steps and data.theta is None:
+        raise ValueError("continue_steps > 0 tracks the overlap with Theta*: data.theta is None")
+    net._check_labels(data.y)
+    return lr_f, max_steps, continue_steps, window
+
+
+def train_first_phase(net, data, W0=None, *, init_scale=1e-2, lr=0.1, max_steps=20_000,
+                      weight_decay=0.0, window=200, loss_rtol=1e-4, grad_rtol=0.05,
+                      continue_steps=0, escape_overlap=0.5, stop_at_escape=True, rng=None,
+                      progress=True) -> TrainResult:
+    """Full-batch gradient descent to the end of the first phase (THEORY.md section 6, point 3).
+
+    ``W_{t+1} = W_t - lr grad L(W_t)`` with the fused Numba kernel (:func:`loss_and_grad_fused`),
+    from ``W0`` or, by default, ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each
+    neuron then has norm about ``init_scale``).
+
+    **Plateau (end of the first phase).**  The first step ``t >= window`` with both
+
+    * ``loss[t - window] - loss[t] <= loss_rtol * |loss[t]|`` (the loss has stopped falling), and
+    * ``grad_norm[t] <= grad_rtol * max_{s <= t} grad_norm[s]`` (the gradient has collapsed
+      from its peak) or ``grad_norm[t] >= grad_norm[t - window]`` (it has stopped decreasing:
+      near a saddle this is the closest approach, after which the escape makes it grow).
+
+    Without ``continue_steps`` training stops there; ``phase_detected`` is False when this never
+    happens within ``max_steps``.  With ``continue_steps`` it runs up to that many more steps and
+    records ``escape_step``, the first step with ``overlap >= escape_overlap``
+    (:func:`theta_overlap`), stopping there when ``stop_at_escape``.  Compare ``escape_time``
+    with :func:`predicted_escape_time`.  A tqdm bar shows progress (``progress=False`` hides it).
+    """
+    lr, max_steps, continue_steps, window = _check_train_args(
+        net, data, lr, max_steps, continue_steps, window)
+    wd = check_nonneg_float(weight_decay, "weight_decay")
+    loss_rtol = check_nonneg_float(loss_rtol, "loss_rtol")
+    grad_rtol = check_nonneg_float(grad_rtol, "grad_rtol")
+    escape_overlap = check_nonneg_float(escape_overlap, "escape_overlap")
+    W = _initial_weights(net, data, W0, init_scale, rng)
+    total = max_steps + continue_steps
+    curves = np.full((3, total), np.nan)
+    state = {"end": None, "W_end": None, "escape": None, "gmax": 0.0, "diverged": False}
+    n_chunks = default_chunks()
+    t = -1
+    with tqdm(total=total, disable=not progress, desc="first phase", leave=False) as bar:
+        for t in range(total):
+            value, grad = _fused(net, data, W, wd, n_chunks)
+            if not np.isfinite(value) or not np.all(np.isfinite(grad)):
+                state["diverged"] = True
+                break
+            curves[:, t] = value, np.linalg.norm(grad), _overlap_or_nan(W, data.theta)
+            if _advance(state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap):
+                break
+            if _should_stop(state, t, max_steps, continue_steps, stop_at_escape):
+                break
+            W = W - lr * grad
+            bar.update(1)
+    return _train_result(state, curves, t, W, lr, escape_overlap)
+
+
+def _overlap_or_nan(W, theta) -> float:
+    return np.nan if theta is None else theta_overlap(W, theta)
+
+
+def _advance(state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap) -> bool:
+    """Update the running maximum, the phase end and the escape after recording step ``t``."""
+    loss, gnorm, overlap = curves
+    state["gmax"] = max(state["gmax"], gnorm[t])
+    if state["end"] is None:
+        if _plateau(loss, gnorm, state["gmax"], t, window, loss_rtol, grad_rtol):
+            state["end"], state["W_end"] = t, W.copy()
+    elif (state["escape"] is None and overlap[t] >= escape_overlap
+          and overlap[state["end"]] < escape_overlap):
+        state["escape"] = t
+    return False
+
+
+def _should_stop(state, t, max_steps, continue_steps, stop_at_escape) -> bool:
+    end = state["end"]
+    if end is None:
+        return t >= max_steps - 1
+    if continue_steps == 0:
+        return True
+    if state["escape"] is not None and stop_at_escape:
+        return True
+    return t >= end + continue_steps
+
+
+def _train_result(state, curves, t, W, lr, escape_overlap) -> TrainResult:
+    steps = t if state["diverged"] else t + 1
+    loss, gnorm, overlap = (c[:steps].copy() for c in curves)
+    end, esc = state["end"], state["escape"]
+    return TrainResult(
+        W=state["W_end"] if end is not None else W.copy(), W_final=W.copy(),
+        phase_end_step=end, phase_detected=end is not None, loss=loss, grad_norm=gnorm,
+        overlap=overlap, steps=steps, lr=lr, escape_step=esc, escaped=esc is not None,
+        escape_time=None if esc is None else (esc - end) * lr, escape_overlap=escape_overlap,
+        overlap_at_phase_end=float(overlap[end]) if end is not None else float("nan"),
+        diverged=state["diverged"],
+    )
+
+
+class EscapeTime(NamedTuple):
+    """Predicted escape delay: ``time`` in gradient-flow units and ``steps = time / lr``."""
+
+    time: float
+    steps: float
+
+
+def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
+    """Escape delay ``log(d) / |lambda_out|`` from a saddle with curvature ``lambda_out < 0``.
+
+    THEORY.md section 6: from the post-first-phase point, the component of ``W`` along the most
+    negative Hessian direction starts at the random level ``~ d^{-1/2}`` and grows like
+    ``exp(|lambda_out| t)`` under gradient flow, so leaving the plateau takes a time of order
+    ``log(d)/|lambda_out|``.  This is an order of magnitude (the constant depends on the
+    initial overlap and the escape threshold: growth of the amplitude from ``d^{-1/2}`` to
+    ``O(1)`` alone gives ``log(d) / (2 |lambda_out|)``).  Gradient descent with step ``lr``
+    needs ``time / lr`` steps.
+    """
+    try:
+        lam = float(lambda_out)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"lambda_out must be a real number; got {lambda_out!r}") from exc
+    if not np.isfinite(lam) or lam >= 0:
+        raise ValueError(f"lambda_out must be a finite negative curvature (< 0); got {lambda_out!r}")
+    d = check_positive_int(d, "d", minimum=2)
+    lr = check_nonneg_float(lr, "lr")
+    if lr == 0:
+        raise ValueError(f"lr must be > 0; got {lr!r}")
+    time = float(np.log(d) / abs(lam))
+    return EscapeTime(time, time / lr)
