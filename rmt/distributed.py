@@ -21,7 +21,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .kernels.hessian import default_chunks, hvp_fused
+from .kernels.hessian import default_chunks, fused_product
 from .network import TwoLayerNet
 from .streaming import open_rows, read_rows
 
@@ -208,7 +208,7 @@ def _load_shard(path, lo, hi, y_s, W, net) -> _Shard:
 
 def _shard_product(shard: _Shard, Vt) -> np.ndarray:
     """On the worker: ``X_s^T R_s`` (no ``1/n``) through the fused Numba kernel."""
-    return hvp_fused(shard.X, shard.D, Vt, default_chunks())
+    return fused_product(shard.X, shard.D, Vt, default_chunks())
 
 
 def _shard_curvature(shard: _Shard) -> np.ndarray:

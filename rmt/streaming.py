@@ -5,17 +5,22 @@
     H V = (1/n) sum_blocks X_b^T R_b + weight_decay V,    row i of R_b: r_i = (x_i^T V) D_i.
 
 Each block ``X_b`` (``block_rows`` rows) is read, passed through the same Numba kernel as the
-in-memory product (``rmt.kernels.hessian.hvp_fused``), and dropped.  Only ``D`` (``n x m x m``),
+in-memory product (``rmt.kernels.hessian.fused_product``), and dropped.  Only ``D`` (``n x m x m``),
 ``y`` and the accumulator (``b m x d``) stay in memory, so the working set is one block plus
 those.  ``X`` may be
 
 - a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 blocks are used without a copy),
-- a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="r")``,
+- a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="c")`` (copy-on-write,
+  never written: the blocks are then ordinary writeable arrays, so the Numba kernels compiled
+  for in-memory ``X`` are reused instead of compiling read-only variants),
 - any 2-d array with row slicing, ``shape`` and ``dtype``: a zarr array (blocks are aligned to
   its chunks), an h5py dataset.  Blocks that are not C-ordered float64 are copied.
 
 For a memmap the pages of ``X`` live in the operating system's page cache, not in the process's
-private memory: a warm cache gives in-memory speed, a cold one gives disk speed.
+private memory: a warm cache gives in-memory speed, a cold one gives disk speed.  Successive
+products visit the blocks in alternating order (forward, backward, ...), so when ``X`` is larger
+than the page cache each pass starts on the blocks the previous one left cached.  The sums
+therefore differ between odd and even passes in the last bits (rounding), never more.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .kernels.hessian import default_chunks, dense_hessian, hvp_fused
+from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
 
 #: Default bytes of ``X`` per block (64 MiB): large enough to amortise the kernel's start-up.
@@ -46,7 +51,7 @@ def open_rows(X):
         path = os.fspath(X)
         if not path.endswith(".npy"):
             raise ValueError(f"X as a path must name an .npy file; got {path!r}")
-        X = np.load(path, mmap_mode="r")
+        X = np.load(path, mmap_mode="c")
     if not all(hasattr(X, a) for a in ("shape", "dtype", "__getitem__")):
         raise TypeError(
             "X must be a numpy array or memmap, a path to an .npy file, or a 2-d array with "
@@ -95,16 +100,19 @@ def curvature_by_blocks(net: TwoLayerNet, X, y, W, block_rows: int) -> np.ndarra
     return D
 
 
-def block_product(X, D, Vt, block_rows: int, n_chunks: int) -> np.ndarray:
+def block_product(X, D, Vt, block_rows: int, n_chunks: int, reverse=False) -> np.ndarray:
     """``sum_i x_i r_i^T`` over all rows of ``X``, ``block_rows`` at a time (no ``1/n``).
 
-    Each block goes through ``rmt.kernels.hessian.hvp_fused``; the result has ``Vt``'s shape.
+    Each block goes through ``rmt.kernels.hessian.fused_product``, the dispatch that
+    ``rmt.Hessian.matmat`` uses (unrolled kernels for small ``m``); the result has ``Vt``'s shape.
+    ``reverse`` visits the blocks last to first.
     """
     n = X.shape[0]
     out = np.zeros(Vt.shape)
-    for lo in range(0, n, block_rows):
+    starts = range(0, n, block_rows)
+    for lo in reversed(starts) if reverse else starts:
         hi = min(n, lo + block_rows)
-        out += hvp_fused(read_rows(X, lo, hi), D[lo:hi], Vt, n_chunks)
+        out += fused_product(read_rows(X, lo, hi), D[lo:hi], Vt, n_chunks)
     return out
 
 
@@ -172,7 +180,10 @@ class StreamingHessian(LinearOperator):
             raise ValueError("V must be finite")
         b = V.shape[1]
         Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
-        out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks)
+        # alternate the block order: a file larger than the page cache then rereads from
+        # disk only what the previous pass evicted, not all of it (LRU and a cyclic scan)
+        reverse = self.n_passes % 2 == 1
+        out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks, reverse)
         out *= 1.0 / self.n
         if self.weight_decay:
             out += self.weight_decay * Vt
