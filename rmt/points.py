@@ -106,8 +106,9 @@ def _risk_and_grad(L, M, nodes: _RiskNodes, net: TwoLayerNet, per_node=False):
     return risk, grad
 
 
-def population_risk(model, net, Q, M=None, *, method="auto", order=None, max_nodes=200_000,
-                    n_mc=200_000, rng=0) -> float:
+def population_risk(
+    model, net, Q, M=None, *, method="auto", order=None, max_nodes=200_000, n_mc=200_000, rng=0
+) -> float:
     """Population risk ``R(Q, M) = E[l(y, sum_j a_j sigma(u_j))]`` (THEORY.md section 6).
 
     ``z ~ N(0, I_k)``, ``y = g(z) + noise eps`` and ``u = M z + (Q - M M^T)^{1/2} h`` with
@@ -184,16 +185,28 @@ class PointSpec:
         rng = np.random.default_rng(rng)
         G = rng.standard_normal((d, m))
         G -= theta @ (theta.T @ G)
-        U, r = np.linalg.qr(G)
+        U, _ = np.linalg.qr(G)
         U -= theta @ (theta.T @ U)  # re-orthogonalise once against theta (to rounding)
         U, _ = np.linalg.qr(U)
         C = _sym_sqrt(self.Q - self.M @ self.M.T)
         return theta @ self.M.T + U @ C
 
 
-def population_point(model, net, M=None, *, method="auto", order=None, max_nodes=200_000,
-                     n_mc=200_000, rng=0, init_scale=0.5, L0=None, gtol=1e-7,
-                     maxiter=2000) -> PointSpec:
+def population_point(
+    model,
+    net,
+    M=None,
+    *,
+    method="auto",
+    order=None,
+    max_nodes=200_000,
+    n_mc=200_000,
+    rng=0,
+    init_scale=0.5,
+    L0=None,
+    gtol=1e-7,
+    maxiter=2000,
+) -> PointSpec:
     """Minimise the population risk over ``Q = W^T W`` with ``W^T Theta* = M`` (THEORY.md §6).
 
     The risk :func:`population_risk` is integrated over ``(z, h[, eps])`` with tensor
@@ -228,8 +241,13 @@ def population_point(model, net, M=None, *, method="auto", order=None, max_nodes
         risk, grad = _risk_and_grad(L, M, nodes, net)
         return risk, grad[tri]
 
-    res = minimize(fun, L0[tri], jac=True, method="L-BFGS-B",
-                   options={"maxiter": maxiter, "gtol": gtol, "ftol": 1e-15, "maxls": 50})
+    res = minimize(
+        fun,
+        L0[tri],
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": maxiter, "gtol": gtol, "ftol": 1e-15, "maxls": 50},
+    )
     L = np.zeros((m, m))
     L[tri] = res.x
     return _finish_point(L, M, nodes, model, net, res, gtol)
@@ -249,10 +267,17 @@ def _finish_point(L, M, nodes, model, net, res, gtol) -> PointSpec:
     D = net.curvature(U, nodes.y)
     curvature = np.tensordot(nodes.weights, D, axes=(0, 0))
     return PointSpec(
-        Q=M @ M.T + L @ L.T, M=M.copy(), risk=risk,
-        converged=bool(res.success) and grad_norm <= gtol, grad_norm=grad_norm,
-        iterations=int(res.nit), message=str(res.message), risk_error=err,
-        quadrature=nodes.kind, order=nodes.order, curvature=0.5 * (curvature + curvature.T),
+        Q=M @ M.T + L @ L.T,
+        M=M.copy(),
+        risk=risk,
+        converged=bool(res.success) and grad_norm <= gtol,
+        grad_norm=grad_norm,
+        iterations=int(res.nit),
+        message=str(res.message),
+        risk_error=err,
+        quadrature=nodes.kind,
+        order=nodes.order,
+        curvature=0.5 * (curvature + curvature.T),
     )
 
 
@@ -291,7 +316,9 @@ def _psd_factor(A, name) -> np.ndarray:
     """A factor ``L`` with ``L L^T = A`` for PSD ``A`` (symmetric square root)."""
     vals = np.linalg.eigvalsh(0.5 * (A + A.T))
     if vals[0] < -1e-10 * max(1.0, abs(vals[-1])):
-        raise ValueError(f"{name} must be positive semidefinite; its smallest eigenvalue is {vals[0]:.3g}")
+        raise ValueError(
+            f"{name} must be positive semidefinite; its smallest eigenvalue is {vals[0]:.3g}"
+        )
     return _sym_sqrt(A)
 
 
@@ -317,8 +344,14 @@ def loss_and_grad_fused(net, data, W, weight_decay=0.0):
 def _fused(net, data, W, wd, n_chunks):
     """The unchecked kernel call, for the training loop."""
     total, grad_t = loss_grad_fused(
-        data.X, np.ascontiguousarray(W.T), data.y, net.a, net.act_code, net.loss_code,
-        net.huber_delta, n_chunks,
+        data.X,
+        np.ascontiguousarray(W.T),
+        data.y,
+        net.a,
+        net.act_code,
+        net.loss_code,
+        net.huber_delta,
+        n_chunks,
     )
     grad = grad_t.T / data.n
     value = total / data.n
@@ -410,10 +443,24 @@ def _check_train_args(net, data, lr, max_steps, continue_steps, window):
     return lr_f, max_steps, continue_steps, window
 
 
-def train_first_phase(net, data, W0=None, *, init_scale=1e-2, lr=0.1, max_steps=20_000,
-                      weight_decay=0.0, window=200, loss_rtol=1e-4, grad_rtol=0.05,
-                      continue_steps=0, escape_overlap=0.5, stop_at_escape=True, rng=None,
-                      progress=True) -> TrainResult:
+def train_first_phase(
+    net,
+    data,
+    W0=None,
+    *,
+    init_scale=1e-2,
+    lr=0.1,
+    max_steps=20_000,
+    weight_decay=0.0,
+    window=200,
+    loss_rtol=1e-4,
+    grad_rtol=0.05,
+    continue_steps=0,
+    escape_overlap=0.5,
+    stop_at_escape=True,
+    rng=None,
+    progress=True,
+) -> TrainResult:
     """Full-batch gradient descent to the end of the first phase (THEORY.md section 6, point 3).
 
     ``W_{t+1} = W_t - lr grad L(W_t)`` with the fused Numba kernel (:func:`loss_and_grad_fused`),
@@ -434,7 +481,8 @@ def train_first_phase(net, data, W0=None, *, init_scale=1e-2, lr=0.1, max_steps=
     with :func:`predicted_escape_time`.  A tqdm bar shows progress (``progress=False`` hides it).
     """
     lr, max_steps, continue_steps, window = _check_train_args(
-        net, data, lr, max_steps, continue_steps, window)
+        net, data, lr, max_steps, continue_steps, window
+    )
     wd = check_nonneg_float(weight_decay, "weight_decay")
     loss_rtol = check_nonneg_float(loss_rtol, "loss_rtol")
     grad_rtol = check_nonneg_float(grad_rtol, "grad_rtol")
@@ -472,8 +520,11 @@ def _advance(state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap) 
     if state["end"] is None:
         if _plateau(loss, gnorm, state["gmax"], t, window, loss_rtol, grad_rtol):
             state["end"], state["W_end"] = t, W.copy()
-    elif (state["escape"] is None and overlap[t] >= escape_overlap
-          and overlap[state["end"]] < escape_overlap):
+    elif (
+        state["escape"] is None
+        and overlap[t] >= escape_overlap
+        and overlap[state["end"]] < escape_overlap
+    ):
         state["escape"] = t
     return False
 
@@ -494,10 +545,19 @@ def _train_result(state, curves, t, W, lr, escape_overlap) -> TrainResult:
     loss, gnorm, overlap = (c[:steps].copy() for c in curves)
     end, esc = state["end"], state["escape"]
     return TrainResult(
-        W=state["W_end"] if end is not None else W.copy(), W_final=W.copy(),
-        phase_end_step=end, phase_detected=end is not None, loss=loss, grad_norm=gnorm,
-        overlap=overlap, steps=steps, lr=lr, escape_step=esc, escaped=esc is not None,
-        escape_time=None if esc is None else (esc - end) * lr, escape_overlap=escape_overlap,
+        W=state["W_end"] if end is not None else W.copy(),
+        W_final=W.copy(),
+        phase_end_step=end,
+        phase_detected=end is not None,
+        loss=loss,
+        grad_norm=gnorm,
+        overlap=overlap,
+        steps=steps,
+        lr=lr,
+        escape_step=esc,
+        escaped=esc is not None,
+        escape_time=None if esc is None else (esc - end) * lr,
+        escape_overlap=escape_overlap,
         overlap_at_phase_end=float(overlap[end]) if end is not None else float("nan"),
         diverged=state["diverged"],
     )
@@ -526,7 +586,9 @@ def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
     except (TypeError, ValueError) as exc:
         raise TypeError(f"lambda_out must be a real number; got {lambda_out!r}") from exc
     if not np.isfinite(lam) or lam >= 0:
-        raise ValueError(f"lambda_out must be a finite negative curvature (< 0); got {lambda_out!r}")
+        raise ValueError(
+            f"lambda_out must be a finite negative curvature (< 0); got {lambda_out!r}"
+        )
     d = check_positive_int(d, "d", minimum=2)
     lr = check_nonneg_float(lr, "lr")
     if lr == 0:

@@ -23,7 +23,9 @@ def test_risk_gradient_matches_finite_differences(rng):
     for j, k in [(0, 0), (1, 0), (1, 1)]:
         E = np.zeros((2, 2))
         E[j, k] = h
-        fd = (_risk_and_grad(L + E, M, nodes, net)[0] - _risk_and_grad(L - E, M, nodes, net)[0]) / (2 * h)
+        fd = (_risk_and_grad(L + E, M, nodes, net)[0] - _risk_and_grad(L - E, M, nodes, net)[0]) / (
+            2 * h
+        )
         assert abs(fd - grad[j, k]) <= 1e-7 * max(1.0, abs(fd))
     assert grad[0, 1] == 0.0  # only the lower triangle is a parameter
 
@@ -65,13 +67,14 @@ def test_softplus_square_optimum_against_scipy_integrate():
     p = population_point(model, rmt.TwoLayerNet(1, "softplus", "square", a=np.array([a])))
 
     def risk(q):
-        dens = lambda g: np.exp(-g * g / 2) / np.sqrt(2 * np.pi)  # noqa: E731
+        dens = lambda g: np.exp(-g * g / 2) / np.sqrt(2 * np.pi)
         m1 = integrate.quad(lambda g: _softplus(np.sqrt(q) * g) * dens(g), -np.inf, np.inf)[0]
         m2 = integrate.quad(lambda g: _softplus(np.sqrt(q) * g) ** 2 * dens(g), -np.inf, np.inf)[0]
         return 0.5 * (a * a * m2 - 2 * a * m1 * 1.0 + 3.0)
 
-    best = optimize.minimize_scalar(risk, bounds=(0.01, 20.0), method="bounded",
-                                    options={"xatol": 1e-8})
+    best = optimize.minimize_scalar(
+        risk, bounds=(0.01, 20.0), method="bounded", options={"xatol": 1e-8}
+    )
     assert p.converged and p.quadrature == "quadrature"
     assert abs(p.Q[0, 0] - best.x) <= 1e-4 * best.x
     assert abs(p.risk - best.fun) <= max(p.risk_error, 1e-9)  # GH error estimate 7e-8
