@@ -15,6 +15,17 @@ from .hessian import Hessian  # noqa: F401
 # -- free probability (issue 4) ---------------------------------------------------------------
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
+from .points import (  # noqa: F401
+    EscapeTime,
+    PointSpec,
+    TrainResult,
+    loss_and_grad_fused,
+    population_point,
+    population_risk,
+    predicted_escape_time,
+    theta_overlap,
+    train_first_phase,
+)
 
 # -- scale-out (issue 6) -----------------------------------------------------------------------
 from .streaming import StreamingHessian  # noqa: F401
