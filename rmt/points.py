@@ -220,6 +220,10 @@ def population_point(
 
     The minimiser can be ``Q = 0``: e.g. for an odd activation without bias and an even target,
     ``E f = 0`` and the square risk is ``(E f^2 + E y^2)/2``, smallest at ``W = 0``.
+    When the risk is flat along a family of minimisers that contains ``W = 0`` (for instance
+    ``w_2 = -w_1`` with an odd activation and equal ``a_j``, where ``f = 0`` identically), the
+    minimum-norm one is returned: ``Q = M M^T`` whenever the risk there is no larger than at the
+    optimiser's answer (to a relative 1e-10).
     """
     model, net, M = _check_model_net_M(model, net, M)
     method = check_choice(method, "method", ("auto", "gauss_hermite", "monte_carlo"))
@@ -250,6 +254,10 @@ def population_point(
     )
     L = np.zeros((m, m))
     L[tri] = res.x
+    # prefer the minimum-norm minimiser W = 0 when the risk is flat out to the optimiser's answer
+    risk0 = _risk_and_grad(np.zeros((m, m)), M, nodes, net)[0]
+    if risk0 <= res.fun + 1e-10 * max(1.0, abs(res.fun)):
+        L = np.zeros((m, m))
     return _finish_point(L, M, nodes, model, net, res, gtol)
 
 
