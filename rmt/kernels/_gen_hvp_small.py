@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 #: rows per step for each specialised width ``m`` (R*m accumulators in the first loop)
-ROWS = {1: 8, 2: 8, 3: 4, 4: 4}
+ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
 #: rows per panel: a block product sweeps its vectors over one panel of rows while it is in L2
 PANEL = 16
 
@@ -69,9 +69,9 @@ def _step(m: int, R: int, ind: str) -> list[str]:
     return [ind + s for s in L]
 
 
-def kernel_source(m: int) -> str:
-    """Source of ``hvp_m{m}``."""
-    R = ROWS[m]
+def kernel_source(m: int, rows: int | None = None, panel: int = PANEL) -> str:
+    """Source of ``hvp_m{m}`` (``rows`` per step, default ``ROWS[m]``; ``panel`` rows per panel)."""
+    R = ROWS[m] if rows is None else rows
     out = [
         "@njit(cache=True, parallel=True, fastmath=True)",
         f"def hvp_m{m}(X, D, Vt, n_chunks):",
@@ -85,8 +85,8 @@ def kernel_source(m: int) -> str:
         "        lo = ch * chunk",
         "        hi = min(n, lo + chunk)",
         "        acc = partial[ch]",
-        f"        for p0 in range(lo, hi, {PANEL}):",
-        f"            p1 = min(hi, p0 + {PANEL})",
+        f"        for p0 in range(lo, hi, {panel}):",
+        f"            p1 = min(hi, p0 + {panel})",
         "            for blk in range(b):",
         "                i = p0",
         f"                while i + {R} <= p1:",

@@ -275,7 +275,7 @@ def hvp_m2(X, D, Vt, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=True)
 def hvp_m3(X, D, Vt, n_chunks):
-    """Fused product for ``m = 3``, 4 rows per step (see the module docstring)."""
+    """Fused product for ``m = 3``, 8 rows per step (see the module docstring)."""
     n, d = X.shape
     c_tot = Vt.shape[0]
     b = c_tot // 3
@@ -289,11 +289,15 @@ def hvp_m3(X, D, Vt, n_chunks):
             p1 = min(hi, p0 + 16)
             for blk in range(b):
                 i = p0
-                while i + 4 <= p1:
+                while i + 8 <= p1:
                     x0 = X[i + 0]
                     x1 = X[i + 1]
                     x2 = X[i + 2]
                     x3 = X[i + 3]
+                    x4 = X[i + 4]
+                    x5 = X[i + 5]
+                    x6 = X[i + 6]
+                    x7 = X[i + 7]
                     v0 = Vt[blk * 3 + 0]
                     v1 = Vt[blk * 3 + 1]
                     v2 = Vt[blk * 3 + 2]
@@ -309,11 +313,27 @@ def hvp_m3(X, D, Vt, n_chunks):
                     s3_0 = 0.0
                     s3_1 = 0.0
                     s3_2 = 0.0
+                    s4_0 = 0.0
+                    s4_1 = 0.0
+                    s4_2 = 0.0
+                    s5_0 = 0.0
+                    s5_1 = 0.0
+                    s5_2 = 0.0
+                    s6_0 = 0.0
+                    s6_1 = 0.0
+                    s6_2 = 0.0
+                    s7_0 = 0.0
+                    s7_1 = 0.0
+                    s7_2 = 0.0
                     for t in range(d):
                         a0 = x0[t]
                         a1 = x1[t]
                         a2 = x2[t]
                         a3 = x3[t]
+                        a4 = x4[t]
+                        a5 = x5[t]
+                        a6 = x6[t]
+                        a7 = x7[t]
                         w0 = v0[t]
                         w1 = v1[t]
                         w2 = v2[t]
@@ -329,6 +349,18 @@ def hvp_m3(X, D, Vt, n_chunks):
                         s3_0 += a3 * w0
                         s3_1 += a3 * w1
                         s3_2 += a3 * w2
+                        s4_0 += a4 * w0
+                        s4_1 += a4 * w1
+                        s4_2 += a4 * w2
+                        s5_0 += a5 * w0
+                        s5_1 += a5 * w1
+                        s5_2 += a5 * w2
+                        s6_0 += a6 * w0
+                        s6_1 += a6 * w1
+                        s6_2 += a6 * w2
+                        s7_0 += a7 * w0
+                        s7_1 += a7 * w1
+                        s7_2 += a7 * w2
                     Dq = D[i + 0]
                     r0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0] + s0_2 * Dq[2, 0]
                     r0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1] + s0_2 * Dq[2, 1]
@@ -345,6 +377,22 @@ def hvp_m3(X, D, Vt, n_chunks):
                     r3_0 = s3_0 * Dq[0, 0] + s3_1 * Dq[1, 0] + s3_2 * Dq[2, 0]
                     r3_1 = s3_0 * Dq[0, 1] + s3_1 * Dq[1, 1] + s3_2 * Dq[2, 1]
                     r3_2 = s3_0 * Dq[0, 2] + s3_1 * Dq[1, 2] + s3_2 * Dq[2, 2]
+                    Dq = D[i + 4]
+                    r4_0 = s4_0 * Dq[0, 0] + s4_1 * Dq[1, 0] + s4_2 * Dq[2, 0]
+                    r4_1 = s4_0 * Dq[0, 1] + s4_1 * Dq[1, 1] + s4_2 * Dq[2, 1]
+                    r4_2 = s4_0 * Dq[0, 2] + s4_1 * Dq[1, 2] + s4_2 * Dq[2, 2]
+                    Dq = D[i + 5]
+                    r5_0 = s5_0 * Dq[0, 0] + s5_1 * Dq[1, 0] + s5_2 * Dq[2, 0]
+                    r5_1 = s5_0 * Dq[0, 1] + s5_1 * Dq[1, 1] + s5_2 * Dq[2, 1]
+                    r5_2 = s5_0 * Dq[0, 2] + s5_1 * Dq[1, 2] + s5_2 * Dq[2, 2]
+                    Dq = D[i + 6]
+                    r6_0 = s6_0 * Dq[0, 0] + s6_1 * Dq[1, 0] + s6_2 * Dq[2, 0]
+                    r6_1 = s6_0 * Dq[0, 1] + s6_1 * Dq[1, 1] + s6_2 * Dq[2, 1]
+                    r6_2 = s6_0 * Dq[0, 2] + s6_1 * Dq[1, 2] + s6_2 * Dq[2, 2]
+                    Dq = D[i + 7]
+                    r7_0 = s7_0 * Dq[0, 0] + s7_1 * Dq[1, 0] + s7_2 * Dq[2, 0]
+                    r7_1 = s7_0 * Dq[0, 1] + s7_1 * Dq[1, 1] + s7_2 * Dq[2, 1]
+                    r7_2 = s7_0 * Dq[0, 2] + s7_1 * Dq[1, 2] + s7_2 * Dq[2, 2]
                     g0 = acc[blk * 3 + 0]
                     g1 = acc[blk * 3 + 1]
                     g2 = acc[blk * 3 + 2]
@@ -353,10 +401,41 @@ def hvp_m3(X, D, Vt, n_chunks):
                         a1 = x1[t]
                         a2 = x2[t]
                         a3 = x3[t]
-                        g0[t] += a0 * r0_0 + a1 * r1_0 + a2 * r2_0 + a3 * r3_0
-                        g1[t] += a0 * r0_1 + a1 * r1_1 + a2 * r2_1 + a3 * r3_1
-                        g2[t] += a0 * r0_2 + a1 * r1_2 + a2 * r2_2 + a3 * r3_2
-                    i += 4
+                        a4 = x4[t]
+                        a5 = x5[t]
+                        a6 = x6[t]
+                        a7 = x7[t]
+                        g0[t] += (
+                            a0 * r0_0
+                            + a1 * r1_0
+                            + a2 * r2_0
+                            + a3 * r3_0
+                            + a4 * r4_0
+                            + a5 * r5_0
+                            + a6 * r6_0
+                            + a7 * r7_0
+                        )
+                        g1[t] += (
+                            a0 * r0_1
+                            + a1 * r1_1
+                            + a2 * r2_1
+                            + a3 * r3_1
+                            + a4 * r4_1
+                            + a5 * r5_1
+                            + a6 * r6_1
+                            + a7 * r7_1
+                        )
+                        g2[t] += (
+                            a0 * r0_2
+                            + a1 * r1_2
+                            + a2 * r2_2
+                            + a3 * r3_2
+                            + a4 * r4_2
+                            + a5 * r5_2
+                            + a6 * r6_2
+                            + a7 * r7_2
+                        )
+                    i += 8
                 while i < p1:
                     x0 = X[i + 0]
                     v0 = Vt[blk * 3 + 0]
@@ -394,7 +473,7 @@ def hvp_m3(X, D, Vt, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=True)
 def hvp_m4(X, D, Vt, n_chunks):
-    """Fused product for ``m = 4``, 4 rows per step (see the module docstring)."""
+    """Fused product for ``m = 4``, 8 rows per step (see the module docstring)."""
     n, d = X.shape
     c_tot = Vt.shape[0]
     b = c_tot // 4
@@ -408,11 +487,15 @@ def hvp_m4(X, D, Vt, n_chunks):
             p1 = min(hi, p0 + 16)
             for blk in range(b):
                 i = p0
-                while i + 4 <= p1:
+                while i + 8 <= p1:
                     x0 = X[i + 0]
                     x1 = X[i + 1]
                     x2 = X[i + 2]
                     x3 = X[i + 3]
+                    x4 = X[i + 4]
+                    x5 = X[i + 5]
+                    x6 = X[i + 6]
+                    x7 = X[i + 7]
                     v0 = Vt[blk * 4 + 0]
                     v1 = Vt[blk * 4 + 1]
                     v2 = Vt[blk * 4 + 2]
@@ -433,11 +516,31 @@ def hvp_m4(X, D, Vt, n_chunks):
                     s3_1 = 0.0
                     s3_2 = 0.0
                     s3_3 = 0.0
+                    s4_0 = 0.0
+                    s4_1 = 0.0
+                    s4_2 = 0.0
+                    s4_3 = 0.0
+                    s5_0 = 0.0
+                    s5_1 = 0.0
+                    s5_2 = 0.0
+                    s5_3 = 0.0
+                    s6_0 = 0.0
+                    s6_1 = 0.0
+                    s6_2 = 0.0
+                    s6_3 = 0.0
+                    s7_0 = 0.0
+                    s7_1 = 0.0
+                    s7_2 = 0.0
+                    s7_3 = 0.0
                     for t in range(d):
                         a0 = x0[t]
                         a1 = x1[t]
                         a2 = x2[t]
                         a3 = x3[t]
+                        a4 = x4[t]
+                        a5 = x5[t]
+                        a6 = x6[t]
+                        a7 = x7[t]
                         w0 = v0[t]
                         w1 = v1[t]
                         w2 = v2[t]
@@ -458,6 +561,22 @@ def hvp_m4(X, D, Vt, n_chunks):
                         s3_1 += a3 * w1
                         s3_2 += a3 * w2
                         s3_3 += a3 * w3
+                        s4_0 += a4 * w0
+                        s4_1 += a4 * w1
+                        s4_2 += a4 * w2
+                        s4_3 += a4 * w3
+                        s5_0 += a5 * w0
+                        s5_1 += a5 * w1
+                        s5_2 += a5 * w2
+                        s5_3 += a5 * w3
+                        s6_0 += a6 * w0
+                        s6_1 += a6 * w1
+                        s6_2 += a6 * w2
+                        s6_3 += a6 * w3
+                        s7_0 += a7 * w0
+                        s7_1 += a7 * w1
+                        s7_2 += a7 * w2
+                        s7_3 += a7 * w3
                     Dq = D[i + 0]
                     r0_0 = (
                         s0_0 * Dq[0, 0]
@@ -558,6 +677,106 @@ def hvp_m4(X, D, Vt, n_chunks):
                         + s3_2 * Dq[2, 3]
                         + s3_3 * Dq[3, 3]
                     )
+                    Dq = D[i + 4]
+                    r4_0 = (
+                        s4_0 * Dq[0, 0]
+                        + s4_1 * Dq[1, 0]
+                        + s4_2 * Dq[2, 0]
+                        + s4_3 * Dq[3, 0]
+                    )
+                    r4_1 = (
+                        s4_0 * Dq[0, 1]
+                        + s4_1 * Dq[1, 1]
+                        + s4_2 * Dq[2, 1]
+                        + s4_3 * Dq[3, 1]
+                    )
+                    r4_2 = (
+                        s4_0 * Dq[0, 2]
+                        + s4_1 * Dq[1, 2]
+                        + s4_2 * Dq[2, 2]
+                        + s4_3 * Dq[3, 2]
+                    )
+                    r4_3 = (
+                        s4_0 * Dq[0, 3]
+                        + s4_1 * Dq[1, 3]
+                        + s4_2 * Dq[2, 3]
+                        + s4_3 * Dq[3, 3]
+                    )
+                    Dq = D[i + 5]
+                    r5_0 = (
+                        s5_0 * Dq[0, 0]
+                        + s5_1 * Dq[1, 0]
+                        + s5_2 * Dq[2, 0]
+                        + s5_3 * Dq[3, 0]
+                    )
+                    r5_1 = (
+                        s5_0 * Dq[0, 1]
+                        + s5_1 * Dq[1, 1]
+                        + s5_2 * Dq[2, 1]
+                        + s5_3 * Dq[3, 1]
+                    )
+                    r5_2 = (
+                        s5_0 * Dq[0, 2]
+                        + s5_1 * Dq[1, 2]
+                        + s5_2 * Dq[2, 2]
+                        + s5_3 * Dq[3, 2]
+                    )
+                    r5_3 = (
+                        s5_0 * Dq[0, 3]
+                        + s5_1 * Dq[1, 3]
+                        + s5_2 * Dq[2, 3]
+                        + s5_3 * Dq[3, 3]
+                    )
+                    Dq = D[i + 6]
+                    r6_0 = (
+                        s6_0 * Dq[0, 0]
+                        + s6_1 * Dq[1, 0]
+                        + s6_2 * Dq[2, 0]
+                        + s6_3 * Dq[3, 0]
+                    )
+                    r6_1 = (
+                        s6_0 * Dq[0, 1]
+                        + s6_1 * Dq[1, 1]
+                        + s6_2 * Dq[2, 1]
+                        + s6_3 * Dq[3, 1]
+                    )
+                    r6_2 = (
+                        s6_0 * Dq[0, 2]
+                        + s6_1 * Dq[1, 2]
+                        + s6_2 * Dq[2, 2]
+                        + s6_3 * Dq[3, 2]
+                    )
+                    r6_3 = (
+                        s6_0 * Dq[0, 3]
+                        + s6_1 * Dq[1, 3]
+                        + s6_2 * Dq[2, 3]
+                        + s6_3 * Dq[3, 3]
+                    )
+                    Dq = D[i + 7]
+                    r7_0 = (
+                        s7_0 * Dq[0, 0]
+                        + s7_1 * Dq[1, 0]
+                        + s7_2 * Dq[2, 0]
+                        + s7_3 * Dq[3, 0]
+                    )
+                    r7_1 = (
+                        s7_0 * Dq[0, 1]
+                        + s7_1 * Dq[1, 1]
+                        + s7_2 * Dq[2, 1]
+                        + s7_3 * Dq[3, 1]
+                    )
+                    r7_2 = (
+                        s7_0 * Dq[0, 2]
+                        + s7_1 * Dq[1, 2]
+                        + s7_2 * Dq[2, 2]
+                        + s7_3 * Dq[3, 2]
+                    )
+                    r7_3 = (
+                        s7_0 * Dq[0, 3]
+                        + s7_1 * Dq[1, 3]
+                        + s7_2 * Dq[2, 3]
+                        + s7_3 * Dq[3, 3]
+                    )
                     g0 = acc[blk * 4 + 0]
                     g1 = acc[blk * 4 + 1]
                     g2 = acc[blk * 4 + 2]
@@ -567,11 +786,51 @@ def hvp_m4(X, D, Vt, n_chunks):
                         a1 = x1[t]
                         a2 = x2[t]
                         a3 = x3[t]
-                        g0[t] += a0 * r0_0 + a1 * r1_0 + a2 * r2_0 + a3 * r3_0
-                        g1[t] += a0 * r0_1 + a1 * r1_1 + a2 * r2_1 + a3 * r3_1
-                        g2[t] += a0 * r0_2 + a1 * r1_2 + a2 * r2_2 + a3 * r3_2
-                        g3[t] += a0 * r0_3 + a1 * r1_3 + a2 * r2_3 + a3 * r3_3
-                    i += 4
+                        a4 = x4[t]
+                        a5 = x5[t]
+                        a6 = x6[t]
+                        a7 = x7[t]
+                        g0[t] += (
+                            a0 * r0_0
+                            + a1 * r1_0
+                            + a2 * r2_0
+                            + a3 * r3_0
+                            + a4 * r4_0
+                            + a5 * r5_0
+                            + a6 * r6_0
+                            + a7 * r7_0
+                        )
+                        g1[t] += (
+                            a0 * r0_1
+                            + a1 * r1_1
+                            + a2 * r2_1
+                            + a3 * r3_1
+                            + a4 * r4_1
+                            + a5 * r5_1
+                            + a6 * r6_1
+                            + a7 * r7_1
+                        )
+                        g2[t] += (
+                            a0 * r0_2
+                            + a1 * r1_2
+                            + a2 * r2_2
+                            + a3 * r3_2
+                            + a4 * r4_2
+                            + a5 * r5_2
+                            + a6 * r6_2
+                            + a7 * r7_2
+                        )
+                        g3[t] += (
+                            a0 * r0_3
+                            + a1 * r1_3
+                            + a2 * r2_3
+                            + a3 * r3_3
+                            + a4 * r4_3
+                            + a5 * r5_3
+                            + a6 * r6_3
+                            + a7 * r7_3
+                        )
+                    i += 8
                 while i < p1:
                     x0 = X[i + 0]
                     v0 = Vt[blk * 4 + 0]
