@@ -32,13 +32,15 @@ class FoldPoint:
     h: float
     iterations: int
     residual: float
+    dG: np.ndarray | None = None  # d vech(G) / d tau
+    margin: float = np.inf  # smallest pivot of I + G D_i / delta over nodes (0: a pole)
 
 
 @dataclass
 class BulkEdges:
     """Result of ``bulk_edges``.  Unpacks as ``lo, hi = bulk_edges(law, delta)``.
 
-    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"boundary"`` (the branch ends where
+    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"pole"`` (see ``find_fold``), ``"boundary"`` (the branch ends where
     the exact range of ``D`` in ``law.d_bounds`` puts a pole), ``"atom"`` (an atom at 0 is the end
     of the spectrum), or ``"unbounded"`` (``law.unbounded``: the edge is infinite).
     ``G_lo``/``G_hi`` are ``G`` at the edges, before the shift by ``law.shift``.
@@ -98,7 +100,7 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0):
                 t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
             except np.linalg.LinAlgError:
                 return None
-            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res)
+            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1])
         if it == NEWTON_MAXIT:
             return None
         try:
@@ -130,29 +132,51 @@ def _start(mp: MPSystem, side):
     pt = solve_at_tau(mp, float(np.trace(st.G)) / mp.m, st.G, zeta0)
     if pt is None:
         raise ConvergenceError(f"extended Newton failed at the starting point zeta = {zeta0:.3g}")
+    pt.margin = mp.pole_margin(pt.G, side)
     return pt
 
 
 def _advance(mp, pt, tau_new, side):
     """One continuation step to ``tau_new`` with a tangent predictor; ``None`` if it fails."""
     dt = tau_new - pt.tau
-    G_pred = pt.G
-    try:
-        _, A, _, s = _bordered(mp, pt.G, pt.zeta)
-        t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
-        G_pred = pt.G + mp.unvech(t[:-1]) * dt
-        zeta_pred = pt.zeta + t[-1] * s * dt
-    except (np.linalg.LinAlgError, TypeError):
-        zeta_pred = pt.zeta
+    G_pred = pt.G + mp.unvech(pt.dG) * dt
+    zeta_pred = pt.zeta + pt.h * dt
     new = solve_at_tau(mp, tau_new, G_pred, zeta_pred)
-    if new is None or not mp.admissible(new.G, side):
+    if new is None:
         return None
-    return new
+    moved = np.max(np.abs(new.G - pt.G)) + 1e-300
+    if np.max(np.abs(new.G - G_pred)) > PREDICTOR_TRUST * moved:
+        return None  # the corrector went far from the tangent: maybe another branch
+    new.margin = mp.pole_margin(new.G, side)
+    return new if new.margin > 0 else None
+
+
+POLE_MARGIN = 1e-10
+#: a step is accepted only if the corrector moved less than this fraction of the step
+PREDICTOR_TRUST = 0.25
+
+
+def _next_ratio(prev, pt, ratio):
+    """Step ratio after a failed step: halve it, or aim at 90% of the way to the pole that the
+    linear extrapolation of the pole margin predicts, whichever is shorter."""
+    halved = 1.0 + 0.5 * (ratio - 1.0)
+    if prev is None or not pt.margin < prev.margin:
+        return halved
+    tau_pole = pt.tau - pt.margin * (pt.tau - prev.tau) / (pt.margin - prev.margin)
+    aim = (pt.tau + 0.9 * (tau_pole - pt.tau)) / pt.tau
+    return min(halved, aim) if aim > 1.0 else halved
 
 
 def find_fold(mp: MPSystem, side, max_steps=400):
-    """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps)``."""
-    pt = _start(mp, side)
+    """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps)``.
+
+    ``kind`` is ``"fold"``, ``"boundary"`` (cut at ``law.d_bounds``) or ``"pole"``: the branch
+    reached a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any fold could
+    be resolved.  That happens when the extreme node has a tiny weight (``~ phi(12)`` for adaptive
+    nodes): its fold lies within ``sqrt(weight)`` of the pole, below double precision, and the
+    edge equals the returned ``zeta`` to about that accuracy.
+    """
+    pt, prev = _start(mp, side), None
     tau_b = _tau_bound(mp, side)
     ratio, steps = 1.5, 0
     while steps < max_steps:
@@ -162,13 +186,15 @@ def find_fold(mp: MPSystem, side, max_steps=400):
             tau_new = tau_b
         new = _advance(mp, pt, tau_new, side)
         if new is None:
-            ratio = 1.0 + 0.5 * (ratio - 1.0)
+            ratio = _next_ratio(prev, pt, ratio)
             if ratio - 1.0 < 1e-13:
                 break
             continue
         if new.h <= 0.0:
             return _refine(mp, pt, new, side), "fold", steps
-        pt = new
+        prev, pt = pt, new
+        if pt.margin < POLE_MARGIN:
+            return pt, "pole", steps
         if tau_b is not None and tau_new == tau_b:
             return pt, "boundary", steps
         ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
@@ -179,7 +205,10 @@ def find_fold(mp: MPSystem, side, max_steps=400):
 
 
 def _refine(mp, a, b, side):
-    """Locate ``h(tau) = 0`` between ``a`` (``h > 0``) and ``b`` (``h <= 0``) by Brent's method."""
+    """Locate ``h(tau) = 0`` between ``a`` (``h > 0``) and ``b`` (``h <= 0``) by Brent's method.
+
+    ``zeta(tau)`` is quadratic at its extremum, so a relative ``tau`` tolerance of 1e-10 gives
+    the edge to about 1e-20 relative: far below the Newton tolerance."""
     cache = {"pt": a}
 
     def h(tau):
@@ -192,6 +221,6 @@ def _refine(mp, a, b, side):
 
     if b.h == 0.0:
         return b
-    tau_star = brentq(h, a.tau, b.tau, xtol=1e-15 * abs(a.tau), rtol=4 * np.finfo(float).eps,
+    tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10,
                       maxiter=200)
     return _advance(mp, cache["pt"], tau_star, side) or cache["pt"]

@@ -123,6 +123,14 @@ class MPSystem:
         return self.unvech(np.linalg.solve(state.J, self.e.astype(state.J.dtype)))
 
     # -- real branch checks --------------------------------------------------------------
+    def pole_margin(self, G, side):
+        """Smallest Cholesky pivot of ``I + G D_i / delta`` over nodes (``-1``: past a pole)."""
+        try:
+            L = np.linalg.cholesky(-side * G)
+        except np.linalg.LinAlgError:
+            return -1.0
+        return min_pd_pivot(self.D, np.ascontiguousarray(L), -side / self.delta)
+
     def admissible(self, G, side):
         """On the real branch ``side`` (-1 left, +1 right): ``-side G`` is positive definite and no
         ``I + G D_i / delta`` has crossed a pole."""

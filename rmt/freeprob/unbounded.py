@@ -13,7 +13,8 @@ RADII = (6.0, 12.0, 24.0, 48.0)
 
 
 def _directions(dims):
-    axes = np.concatenate([np.eye(dims), -np.eye(dims)])
+    # nearly axial rays, tilted so that no coordinate is exactly 0 (sign targets)
+    axes = np.concatenate([np.eye(dims), -np.eye(dims)]) + 0.0137
     # a fixed, reproducible set of oblique directions (not a random draw)
     t = np.arange(1, 97)[:, None] * (np.arange(1, dims + 1)[None, :] * 0.7548776662 + 0.5698402910)
     oblique = np.cos(2.0 * np.pi * (t % 1.0)) + 0.01

@@ -50,10 +50,45 @@ def _solve_in_place(M, B):
     return True
 
 
-@njit(cache=True)
-def _node_F(Di, G, inv_delta, M, F):
-    """``F = (I + D_i G / delta)^{-1} D_i``, symmetrised; returns False on a singular system."""
+@njit(cache=True, inline="always")
+def _node_F2(D, i, G, inv_delta, F):
+    """``m = 2``: ``F = adj(M) D / det(M)`` with ``M = I + D G / delta``."""
+    d00, d01, d11 = D[i, 0, 0], D[i, 0, 1], D[i, 1, 1]
+    m00 = 1.0 + (d00 * G[0, 0] + d01 * G[1, 0]) * inv_delta
+    m01 = (d00 * G[0, 1] + d01 * G[1, 1]) * inv_delta
+    m10 = (d01 * G[0, 0] + d11 * G[1, 0]) * inv_delta
+    m11 = 1.0 + (d01 * G[0, 1] + d11 * G[1, 1]) * inv_delta
+    det = m00 * m11 - m01 * m10
+    if det == 0.0:
+        return False
+    inv = 1.0 / det
+    f00 = (m11 * d00 - m01 * d01) * inv
+    f01 = (m11 * d01 - m01 * d11) * inv
+    f10 = (-m10 * d00 + m00 * d01) * inv
+    f11 = (-m10 * d01 + m00 * d11) * inv
+    F[0, 0] = f00
+    F[1, 1] = f11
+    F[0, 1] = 0.5 * (f01 + f10)
+    F[1, 0] = F[0, 1]
+    return True
+
+
+@njit(cache=True, inline="always")
+def _node_F(D, i, G, inv_delta, M, F):
+    """``F = (I + D_i G / delta)^{-1} D_i``, symmetrised; returns False on a singular system.
+
+    Closed forms for ``m = 1, 2`` (the common cases), Gaussian elimination above.
+    """
     m = G.shape[0]
+    if m == 1:
+        den = 1.0 + D[i, 0, 0] * G[0, 0] * inv_delta
+        if den == 0.0:
+            return False
+        F[0, 0] = D[i, 0, 0] / den
+        return True
+    if m == 2:
+        return _node_F2(D, i, G, inv_delta, F)
+    Di = D[i]
     for a in range(m):
         for b in range(m):
             s = 0.0 * G[0, 0]
@@ -71,6 +106,47 @@ def _node_F(Di, G, inv_delta, M, F):
 
 
 @njit(cache=True)
+def _moments_m2(D, w, G, inv_delta, with_jac, EF, JF):
+    """``mp_moments`` for ``m = 2`` with scalar accumulators (symmetric pairs 00, 01, 11)."""
+    F = np.empty((2, 2), dtype=G.dtype)
+    z = 0.0 * G[0, 0]
+    e00, e01, e11 = z, z, z
+    s0, s1, s2, s3, s4, s5 = z, z, z, z, z, z
+    bad = 0
+    for i in range(D.shape[0]):
+        if not _node_F2(D, i, G, inv_delta, F):
+            bad += 1
+            continue
+        wi = w[i]
+        f00, f01, f11 = F[0, 0], F[0, 1], F[1, 1]
+        e00 += wi * f00
+        e01 += wi * f01
+        e11 += wi * f11
+        if with_jac:
+            s0 += wi * f00 * f00
+            s1 += wi * f00 * f01
+            s2 += wi * f01 * f01
+            s3 += wi * f00 * f11
+            s4 += wi * f01 * f11
+            s5 += wi * f11 * f11
+    EF[0, 0] += e00
+    EF[0, 1] += e01
+    EF[1, 0] += e01
+    EF[1, 1] += e11
+    if with_jac:
+        JF[0, 0] += s0
+        JF[0, 1] += 2.0 * s1
+        JF[0, 2] += s2
+        JF[1, 0] += s1
+        JF[1, 1] += s3 + s2
+        JF[1, 2] += s4
+        JF[2, 0] += s2
+        JF[2, 1] += 2.0 * s4
+        JF[2, 2] += s5
+    return bad
+
+
+@njit(cache=True)
 def mp_moments(D, w, G, inv_delta, ia, ib, with_jac, EF, JF):
     """Accumulate ``EF = E[F]`` and, if ``with_jac``, ``JF[p, q] = E[(F E_q F)[ia_p, ib_p]]``.
 
@@ -78,12 +154,14 @@ def mp_moments(D, w, G, inv_delta, ia, ib, with_jac, EF, JF):
     Returns the number of nodes whose system was singular (then the sums are invalid).
     """
     N, m, _ = D.shape
+    if m == 2:
+        return _moments_m2(D, w, G, inv_delta, with_jac, EF, JF)
     p = ia.shape[0]
     M = np.empty((m, m), dtype=G.dtype)
     F = np.empty((m, m), dtype=G.dtype)
     bad = 0
     for i in range(N):
-        if not _node_F(D[i], G, inv_delta, M, F):
+        if not _node_F(D, i, G, inv_delta, M, F):
             bad += 1
             continue
         wi = w[i]
@@ -118,7 +196,7 @@ def spike_moments(D, w, zhat, G, Gp, inv_delta, ES, ESp):
     FGF = np.empty((m, m))
     bad = 0
     for i in range(N):
-        if not _node_F(D[i], G, inv_delta, M, F):
+        if not _node_F(D, i, G, inv_delta, M, F):
             bad += 1
             continue
         for a in range(m):
@@ -145,6 +223,39 @@ def spike_moments(D, w, zhat, G, Gp, inv_delta, ES, ESp):
 
 
 @njit(cache=True)
+def _min_pd_pivot_small(D, L, scale):
+    """``min_pd_pivot`` for ``m <= 2`` in closed form (pivots ``c00`` and ``det C / c00``)."""
+    N, m, _ = D.shape
+    best = np.inf
+    if m == 1:
+        l2 = L[0, 0] * L[0, 0] * scale
+        for i in range(N):
+            piv = 1.0 + l2 * D[i, 0, 0]
+            if piv <= 0.0:
+                return -1.0
+            best = min(best, piv)
+        return best
+    l00, l10, l11 = L[0, 0], L[1, 0], L[1, 1]
+    for i in range(N):
+        d00, d01, d11 = D[i, 0, 0], D[i, 0, 1], D[i, 1, 1]
+        # C = I + scale * L^T D L with L lower triangular
+        t00 = d00 * l00 + d01 * l10
+        t10 = d01 * l00 + d11 * l10
+        t01 = d01 * l11
+        t11 = d11 * l11
+        c00 = 1.0 + scale * (l00 * t00 + l10 * t10)
+        c01 = scale * (l00 * t01 + l10 * t11)
+        c11 = 1.0 + scale * (l11 * t11)
+        if c00 <= 0.0:
+            return -1.0
+        piv = c11 - c01 * c01 / c00
+        if piv <= 0.0:
+            return -1.0
+        best = min(best, c00, piv)
+    return best
+
+
+@njit(cache=True)
 def min_pd_pivot(D, L, scale):
     """Smallest Cholesky pivot over nodes of ``I + scale * L^T D_i L``; ``-1`` if one is not PD.
 
@@ -152,6 +263,8 @@ def min_pd_pivot(D, L, scale):
     ``I + G D_i / delta`` has positive spectrum: the real branch has not crossed a pole.
     """
     N, m, _ = D.shape
+    if m <= 2:
+        return _min_pd_pivot_small(D, L, scale)
     C = np.empty((m, m))
     T = np.empty((m, m))
     best = np.inf
