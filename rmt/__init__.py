@@ -13,6 +13,25 @@ from .hessian import Hessian  # noqa: F401
 # -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
 
 # -- free probability (issue 4) ---------------------------------------------------------------
+from . import ensembles  # noqa: F401
+from .freeprob import (  # noqa: F401
+    BBPThreshold,
+    BulkDensity,
+    BulkEdges,
+    ConvergenceError,
+    DeltaAlg,
+    Outlier,
+    Outliers,
+    SpikeLaw,
+    StieltjesResult,
+    bbp_threshold,
+    bulk_density,
+    bulk_edges,
+    closed_forms,
+    delta_alg,
+    outliers,
+    stieltjes,
+)
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
 from .points import (  # noqa: F401
