@@ -266,7 +266,9 @@ class DistributedHessian(LinearOperator):
             raise ValueError("the Dask cluster has no workers")
         n_shards = len(self.workers) if n_shards is None else n_shards
         n_shards = min(check_positive_int(n_shards, "n_shards"), self.n)
-        self.bounds = [(s * self.n // n_shards, (s + 1) * self.n // n_shards) for s in range(n_shards)]
+        self.bounds = [
+            (s * self.n // n_shards, (s + 1) * self.n // n_shards) for s in range(n_shards)
+        ]
         self.shards = [
             self._place(s, os.fspath(X) if from_path else source) for s in range(n_shards)
         ]

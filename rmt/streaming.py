@@ -34,8 +34,9 @@ from ._validation import as_float_array, check_nonneg_float, check_positive_int
 from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
 
-#: Default bytes of ``X`` per block (64 MiB): large enough to amortise the kernel's start-up.
-DEFAULT_BLOCK_BYTES = 64 * 2**20
+#: Default bytes of ``X`` per block (256 MiB): large enough to amortise the start-up of the
+#: kernel's parallel region, which costs tens of milliseconds on a loaded machine.
+DEFAULT_BLOCK_BYTES = 256 * 2**20
 
 #: ``to_dense`` refuses an ``X`` larger than this (it loads ``X`` into memory).
 DENSE_MAX_BYTES = 2**30
@@ -136,7 +137,7 @@ class StreamingHessian(LinearOperator):
         First-layer weights.
     weight_decay : float
     block_rows : int, optional
-        Rows per block; default about 64 MiB of ``X`` (aligned to zarr chunks).  Peak memory
+        Rows per block; default about 256 MiB of ``X`` (aligned to zarr chunks).  Peak memory
         is about ``block_rows * d * 8`` bytes (when a block must be copied) plus ``D`` and
         ``(n_chunks + 2) * b * m * d * 8`` bytes of accumulators.
     """

@@ -8,19 +8,22 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-import rmt  # noqa: E402
-from rmt.distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: E402
+import rmt
+from rmt.distributed import DistributedHessian, TasksFailedError, run_tasks
 
-from .conftest import assert_operator_matches_dense  # noqa: E402
+from .conftest import assert_operator_matches_dense
 
 N, D_DIM, M = 301, 19, 3
 
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as c:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         yield c
 
 
@@ -132,7 +135,12 @@ def test_failures_reported_after_the_rest_finish(client):
     for scheduler in (None, client):
         seen = []
         with pytest.raises(TasksFailedError, match="bad point") as err:
-            run_tasks(failing_task, [(s,) for s in range(5)], scheduler, lambda t, r: seen.append(r))
+            run_tasks(
+                failing_task,
+                [(s,) for s in range(5)],
+                scheduler,
+                lambda t, r, seen=seen: seen.append(r),
+            )
         assert sorted(seen) == [0, 1, 3, 4]
         assert err.value.failures[0][0] == (2,)
 
