@@ -11,6 +11,14 @@ from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401
 from .hessian import Hessian  # noqa: F401
 
 # -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
+from .eigen import (  # noqa: F401
+    EigResult,
+    NoConvergenceError,
+    SpectralDensity,
+    extreme_eigs,
+    overlaps,
+    spectral_density,
+)
 
 # -- free probability (issue 4) ---------------------------------------------------------------
 from . import ensembles  # noqa: F401

@@ -1,0 +1,174 @@
+"""Thick-restart (block) Lanczos with full reorthogonalisation, ours.
+
+One engine serves both methods: ``block=1`` is the single-vector thick-restart Lanczos of
+Wu & Simon (TRLan, 2000); ``block=b>1`` is its block form, where each step multiplies ``b``
+vectors in one product (for an ``rmt.Hessian``: one pass over ``X``, THEORY.md section 2).
+
+The basis ``Q`` and the projected matrix ``S = Q^T A Q`` are kept explicitly, as in the
+Krylov-Schur method (Stewart, 2001): after a restart ``S`` is diagonal (the kept Ritz values)
+plus the coupling to the residual block, and the next steps fill it in.  Every new block is
+orthogonalised against the whole basis twice (classical Gram-Schmidt, "twice is enough"), so
+no ghost copies appear.  All eigenvalues sought are the *smallest* ones: callers negate the
+operator for the largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+EPS = np.finfo(np.float64).eps
+
+
+@dataclass(frozen=True)
+class KrylovOutcome:
+    """What the engine found: the wanted Ritz pairs, their estimated residuals, and status."""
+
+    values: np.ndarray
+    vectors: np.ndarray
+    residual_estimates: np.ndarray
+    converged: np.ndarray
+    norm_estimate: float
+    restarts: int
+
+
+def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
+    """The ``k`` smallest eigenpairs of the symmetric ``op`` by thick-restart block Lanczos.
+
+    ``ncv`` is the largest basis size; ``keep`` the number of Ritz vectors kept at a restart
+    (default halfway between ``k`` and ``ncv``).  After every step the Ritz pairs of ``S`` are
+    checked (cheap: ``S`` is at most ``ncv x ncv``).  A pair counts as converged when its
+    residual ``||R Y_last||`` (equal to ``||A y - theta y||`` up to rounding, thanks to the
+    full reorthogonalisation) is at most ``tol * ||A||_est`` with ``||A||_est`` the largest
+    ``|theta|`` seen.  Returns a :class:`KrylovOutcome`; never raises on non-convergence.
+    """
+    N = op.shape[0]
+    Q = np.zeros((N, ncv + block))
+    S = np.zeros((ncv, ncv))
+    Q[:, :block] = _orthonormal_columns(rng.standard_normal((N, block)))
+    j, anorm, restarts = 0, 0.0, 0
+    while True:
+        j, R, anorm = _lanczos_step(op, Q, S, j, block, anorm, rng)
+        if j >= N or not np.all(np.any(Q[:, : j + block], axis=0)):
+            return _exhausted_outcome(Q, S, j, k, anorm, restarts)
+        if j < k and j + block <= ncv:
+            continue
+        theta, Y = np.linalg.eigh(S[:j, :j])
+        anorm = max(anorm, float(np.max(np.abs(theta))))
+        res = np.linalg.norm(R @ Y[j - block : j, :], axis=0)
+        order = np.argsort(theta, kind="stable")
+        want = order[: min(k, j)]
+        conv = res[want] <= tol * anorm
+        last = j + block > ncv and restarts == max_restarts
+        if (len(want) == k and np.all(conv)) or last:
+            vectors = Q[:, :j] @ Y[:, want]
+            return KrylovOutcome(theta[want], vectors, res[want], conv, anorm, restarts)
+        if j + block > ncv:
+            j = _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep)
+            restarts += 1
+
+
+def _exhausted_outcome(Q, S, j, k, anorm, restart):
+    """The basis spans an invariant subspace: Ritz pairs on its non-zero columns are exact."""
+    live = np.flatnonzero(np.any(Q[:, :j], axis=0))
+    theta, Y = np.linalg.eigh(S[np.ix_(live, live)])
+    anorm = max(anorm, float(np.max(np.abs(theta))))
+    want = np.argsort(theta, kind="stable")[:k]
+    vectors = Q[:, live] @ Y[:, want]
+    zeros = np.zeros(len(want))
+    return KrylovOutcome(
+        theta[want], vectors, zeros, np.ones(len(want), bool), anorm, restart
+    )
+
+
+def _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep):
+    """Compress the basis to ``p`` Ritz vectors plus the residual block; return ``p``."""
+    if keep is None:
+        keep = (k + ncv) // 2
+    p = int(min(max(keep, k), j - block, ncv - 2 * block))
+    p = max(p, 0)
+    kept = order[:p]
+    Q[:, :p] = Q[:, :j] @ Y[:, kept]
+    Q[:, p : p + block] = Q[:, j : j + block]
+    S[:] = 0.0
+    S[np.arange(p), np.arange(p)] = theta[kept]
+    coupling = R @ Y[j - block : j, kept]
+    S[p : p + block, :p] = coupling
+    S[:p, p : p + block] = coupling.T
+    return p
+
+
+def _lanczos_step(op, Q, S, j, block, anorm, rng):
+    """One block step: multiply ``Q[:, j:j+block]``, orthogonalise, fill ``S``.
+
+    Returns the new basis size ``j + block``, the coupling ``R`` (``block x block``) of the
+    new residual block ``Q[:, j+block : j+2 block]`` to the last one, and the norm estimate.
+    """
+    W = op.matmat(Q[:, j : j + block])
+    basis = Q[:, : j + block]
+    H = basis.T @ W
+    W -= basis @ H
+    H2 = basis.T @ W
+    W -= basis @ H2
+    H += H2
+    diag = 0.5 * (H[j:] + H[j:].T)
+    S[: j + block, j : j + block] = H
+    S[j : j + block, :j] = H[:j].T
+    S[j : j + block, j : j + block] = diag
+    anorm = max(anorm, float(np.max(np.abs(np.linalg.eigvalsh(diag)))))
+    Qn, R = _orthonormalise_block(W, basis, 1e-13 * anorm, rng)
+    Q[:, j + block : j + 2 * block] = Qn
+    return j + block, R, anorm
+
+
+def _orthonormalise_block(W, basis, threshold, rng):
+    """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis`` (Gram-Schmidt twice).
+
+    A column whose remainder is at most ``threshold`` is deflated: its row of ``R`` is zero
+    and it is replaced by a random direction orthogonal to everything so far, or by zero
+    when the space is exhausted.
+    """
+    N, b = W.shape
+    Qn = np.zeros((N, b))
+    R = np.zeros((b, b))
+    for i in range(b):
+        w = W[:, i].copy()
+        for _ in range(2):
+            c = Qn[:, :i].T @ w
+            w -= Qn[:, :i] @ c
+            R[:i, i] += c
+            w -= basis @ (basis.T @ w)
+        r = float(np.linalg.norm(w))
+        if r > threshold:
+            Qn[:, i] = w / r
+            R[i, i] = r
+        else:
+            Qn[:, i] = _random_orthogonal(basis, Qn[:, :i], rng)
+    return Qn, R
+
+
+def _random_orthogonal(basis, extra, rng):
+    """A unit vector orthogonal to the columns of ``basis`` and ``extra``; zero if none is left."""
+    w = rng.standard_normal(basis.shape[0])
+    for _ in range(3):
+        w -= basis @ (basis.T @ w)
+        w -= extra @ (extra.T @ w)
+    r = float(np.linalg.norm(w))
+    if r <= 1e-8 * np.sqrt(basis.shape[0]):
+        return np.zeros_like(w)
+    return w / r
+
+
+def _orthonormal_columns(V):
+    """Orthonormal basis of the columns of ``V`` (reduced QR)."""
+    Qv, _ = np.linalg.qr(V)
+    return Qv
+
+
+def estimate_norm(op, rng, steps=12):
+    """A lower estimate of ``||A||_2``: the largest ``|theta|`` of ``steps`` Lanczos steps."""
+    N = op.shape[0]
+    steps = min(steps, N)
+    out = thick_restart_lanczos(op, 1, 1, steps, 0.0, 0, rng)
+    return out.norm_estimate

@@ -1,0 +1,273 @@
+"""``extreme_eigs``: the few smallest or largest eigenpairs of a symmetric operator.
+
+Every method sees the same problem, "the ``k`` smallest eigenpairs of ``sign * A``", through a
+:class:`~rmt.eigen.operator.CountingOperator`, and every answer is checked the same way: one
+extra product gives the true residuals ``||A v - lambda v||``, which must be at most
+``tol * ||A||_est``.  Pairs that fail are never returned; the solver raises
+:class:`~rmt.eigen.result.NoConvergenceError` carrying those that passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg
+from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
+
+from .._validation import check_choice
+from ..hessian import Hessian
+from .lanczos import estimate_norm, thick_restart_lanczos
+from .operator import CountingOperator, check_operator
+from .result import EigResult, NoConvergenceError
+
+METHODS = ("lanczos", "block_lanczos", "arpack", "lobpcg", "primme", "dense")
+WHICH = ("smallest", "largest")
+
+
+def extreme_eigs(
+    A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None, **options
+):
+    """The ``k`` smallest (or largest) eigenpairs of a symmetric ``A``.
+
+    Parameters
+    ----------
+    A : rmt.Hessian, scipy LinearOperator or ndarray
+        Symmetric, float64.  A dense array is checked for symmetry exactly, an operator on a
+        random pair of vectors (two products, not counted).
+    k : int
+        Number of pairs: ``1 <= k <= N`` (``k < N`` for ``"arpack"`` and ``"lobpcg"``).
+    which : {"smallest", "largest"}
+    method : {"lanczos", "block_lanczos", "arpack", "lobpcg", "primme", "dense"}
+        ``"lanczos"``: our thick-restart Lanczos with full reorthogonalisation (one vector per
+        product; it cannot see a second copy of an exactly repeated eigenvalue).
+        ``"block_lanczos"``: the same with a block of vectors per product (default block
+        ``min(k, 2)``), one pass over ``X`` per step for a Hessian.  ``"arpack"``:
+        ``scipy.sparse.linalg.eigsh``.  ``"lobpcg"``: scipy.  ``"primme"``: the optional
+        ``primme`` package, run on one thread.  ``"dense"``: LAPACK ``eigh`` with
+        ``subset_by_index`` on the assembled matrix.
+    tol : float
+        Convergence: ``||A v - lambda v|| <= tol * ||A||_est`` for every returned pair.
+    rng : None, int or numpy Generator
+        Seeds the starting vectors.
+    **options
+        Method-specific: ``ncv``, ``keep``, ``block``, ``max_restarts`` (ours), ``ncv`` and
+        ``maxiter`` (arpack), ``block`` and ``maxiter`` (lobpcg, primme).
+
+    Returns
+    -------
+    EigResult
+        Values sorted ascending, vectors ``(N, k)``, true residuals, product counts.
+
+    Raises
+    ------
+    ValueError
+        Non-symmetric ``A``, ``k`` out of range, unknown ``which``/``method``/options.
+    NoConvergenceError
+        When fewer than ``k`` pairs meet ``tol``; it carries the converged ones.
+    """
+    start = time.perf_counter()
+    check_choice(method, "method", METHODS)
+    check_choice(which, "which", WHICH)
+    tol = _check_tol(tol)
+    rng = np.random.default_rng(rng)
+    A = check_operator(A, rng)
+    N = A.shape[0]
+    k_max = N - 1 if method in ("arpack", "lobpcg") else N
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an integer; got {k!r}")
+    if not 1 <= k <= k_max:
+        raise ValueError(
+            f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}"
+        )
+    op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
+    values, vectors, norm_est = _SOLVERS[method](op, int(k), tol, rng, **options)
+    return _verify(op, values, vectors, norm_est, tol, method, start, int(k))
+
+
+def _check_tol(tol):
+    tol = float(tol)
+    if not np.isfinite(tol) or tol <= 0:
+        raise ValueError(f"tol must be a finite positive number; got {tol!r}")
+    return tol
+
+
+def _verify(op, values, vectors, norm_est, tol, method, start, k):
+    """True residuals by one product; keep the pairs within ``tol * ||A||_est``, or raise."""
+    order = np.argsort(values, kind="stable")
+    values, vectors = (
+        np.asarray(values, float)[order],
+        np.asarray(vectors, float)[:, order],
+    )
+    residuals = np.linalg.norm(op.matmat(vectors) - vectors * values, axis=0)
+    scale = max(float(norm_est), float(np.max(np.abs(values), initial=0.0)))
+    converged = residuals <= tol * scale
+    if op.sign < 0:  # pairs of -A, smallest first, become pairs of A, sorted ascending
+        values, vectors = -values[::-1], vectors[:, ::-1]
+        residuals, converged = residuals[::-1], converged[::-1]
+    ok = len(values) == k and bool(np.all(converged))
+    keep = slice(None) if ok else converged
+
+    def result(sel):
+        return EigResult(
+            values[sel].copy(), vectors[:, sel].copy(), residuals[sel].copy(),
+            op.n_matvec, op.n_passes, converged[sel].copy(), method,
+            time.perf_counter() - start, scale,
+        )  # fmt: skip
+
+    if ok:
+        return result(keep)
+    raise NoConvergenceError(
+        f"{method}: {int(np.sum(converged))} of {k} eigenpairs met tol={tol:g} * "
+        f"||A||_est={scale:.3e} after {op.n_matvec} products; largest residual "
+        f"{float(np.max(residuals, initial=np.nan)):.3e}",
+        result(keep),
+    )
+
+
+def _default_ncv(k, block, N):
+    """Basis size of our Lanczos: room for ``k`` kept vectors plus several blocks."""
+    ncv = max(2 * k + 2 * block, 64 if block == 1 else 80)
+    if ncv + block >= N or k + 2 * block > N:
+        ncv = -(-N // block) * block  # the whole space, in whole blocks
+    return ncv
+
+
+def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=500):
+    """Our thick-restart Lanczos (``block=1``) or block Lanczos (``block>1``)."""
+    N = op.shape[0]
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+        raise ValueError(f"block must be a positive integer; got {block!r}")
+    block = int(min(block, N))
+    ncv = _default_ncv(k, block, N) if ncv is None else int(ncv)
+    if ncv < min(N, k + 2 * block):
+        raise ValueError(f"ncv must be >= k + 2*block = {k + 2 * block}; got {ncv}")
+    with _single_threaded_blas():
+        out = thick_restart_lanczos(
+            op, k, block, ncv, tol, max_restarts, rng, keep=keep
+        )
+    values, vectors = _converged_only(out.values, out.vectors, out.converged)
+    return values, vectors, out.norm_estimate
+
+
+def _single_threaded_blas():
+    """BLAS on one thread for our Lanczos: its dense work is small (``eigh`` of ``ncv x ncv``,
+    thin products with the basis), where threading costs 30x (1.5 ms against 48 ms for a
+    64 x 64 ``eigh`` on the loaded 2-core machine).  A no-op without threadpoolctl."""
+    global _BLAS_CONTROLLER
+    try:
+        from threadpoolctl import ThreadpoolController
+    except (
+        ImportError
+    ):  # pragma: no cover - threadpoolctl is in the test and bench extras
+        return contextlib.nullcontext()
+    if _BLAS_CONTROLLER is None:
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+
+_BLAS_CONTROLLER = None
+
+
+def _converged_only(values, vectors, converged):
+    """Drop unconverged Ritz pairs before verification, so they can never be returned."""
+    return values[converged], vectors[:, converged]
+
+
+def _solve_block_lanczos(op, k, tol, rng, block=None, **options):
+    """Block Lanczos; the default block is 2 vectors per product (measured best per pass,
+    benchmarks/RESULTS.md); a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue."""
+    block = min(k, 2) if block is None else block
+    return _solve_lanczos(op, k, tol, rng, block=block, **options)
+
+
+def _solve_arpack(op, k, tol, rng, ncv=None, maxiter=None):
+    """``scipy.sparse.linalg.eigsh`` (ARPACK), ``which="SA"``; its test is ``||r|| <= tol |theta|``."""
+    v0 = rng.standard_normal(op.shape[0])
+    try:
+        values, vectors = eigsh(
+            op.as_linear_operator(),
+            k=k,
+            which="SA",
+            tol=tol,
+            v0=v0,
+            ncv=ncv,
+            maxiter=maxiter,
+        )
+    except ArpackNoConvergence as exc:
+        values, vectors = exc.eigenvalues, exc.eigenvectors
+    return values, vectors, float(np.max(np.abs(values), initial=0.0))
+
+
+def _solve_lobpcg(op, k, tol, rng, block=None, maxiter=1000):
+    """scipy ``lobpcg`` with ``block`` (default ``k + 2``) vectors; its tolerance is absolute,
+    so ``||A||`` is first estimated by 12 Lanczos steps (counted)."""
+    N = op.shape[0]
+    block = min(k + 2, N - 1) if block is None else int(block)
+    if not k <= block < N:
+        raise ValueError(f"lobpcg block must satisfy k <= block < N = {N}; got {block}")
+    anorm = estimate_norm(op, rng)
+    X0 = rng.standard_normal((N, block))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values, vectors = lobpcg(
+            op.as_linear_operator(), X0, tol=tol * anorm, maxiter=maxiter, largest=False
+        )
+    order = np.argsort(values)[:k]
+    return values[order], vectors[:, order], anorm
+
+
+def _solve_primme(op, k, tol, rng, block=None, maxiter=None):
+    """PRIMME (optional package), one thread; its test is ``||r|| <= tol ||A||_est``."""
+    try:
+        import primme
+    except ImportError as exc:
+        raise ImportError(
+            'method="primme" needs the optional primme package, which is not installed '
+            "(it has no wheel here: apt-get install libopenblas-dev liblapack-dev, then "
+            "pip install primme); use another method"
+        ) from exc
+    from threadpoolctl import threadpool_limits
+
+    options = {} if block is None else {"maxBlockSize": int(block)}
+    v0 = rng.standard_normal((op.shape[0], 1))
+    with threadpool_limits(1):
+        try:
+            values, vectors = primme.eigsh(
+                op.as_linear_operator(), k=k, which="SA", tol=tol, v0=v0, maxiter=maxiter,
+                **options,
+            )  # fmt: skip
+        except primme.PrimmeError:
+            return np.empty(0), np.empty((op.shape[0], 0)), 0.0
+    return values, vectors, float(np.max(np.abs(values), initial=0.0))
+
+
+def _solve_dense(op, k, tol, rng):
+    """LAPACK ``eigh`` (``evr``) with ``subset_by_index``; ``||A||`` bounded by ``min(||A||_1,
+    ||A||_F)``.  A Hessian is assembled by its reference kernel, an operator by ``N`` products."""
+    A = _assemble(op)
+    values, vectors = scipy.linalg.eigh(A, subset_by_index=[0, k - 1], driver="evr")
+    bound = min(float(np.max(np.sum(np.abs(A), axis=0))), float(np.linalg.norm(A)))
+    return values, vectors, bound
+
+
+def _assemble(op):
+    """The dense matrix of ``sign * A``."""
+    if op.dense is not None:
+        return op.sign * op.dense
+    if op.block:
+        return op.sign * op._A.to_dense()
+    dense = op.matmat(np.eye(op.shape[0]))
+    return 0.5 * (dense + dense.T)
+
+
+_SOLVERS = {
+    "lanczos": _solve_lanczos,
+    "block_lanczos": _solve_block_lanczos,
+    "arpack": _solve_arpack,
+    "lobpcg": _solve_lobpcg,
+    "primme": _solve_primme,
+    "dense": _solve_dense,
+}
