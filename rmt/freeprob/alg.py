@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import k0e, k1e, roots_genlaguerre
+from scipy.special import gammaln, k0e, k1e
 
 from ..models import MultiIndexModel
 
@@ -35,50 +35,69 @@ class DeltaAlg:
         return float(self.value)
 
 
-def _gauss_legendre(lo, hi, n_panels, order):
+def _panel_rule(edges, density, order=8):
+    """Composite Gauss-Legendre nodes on ``edges`` with weights ``density(x) dx``."""
     x, w = np.polynomial.legendre.leggauss(order)
-    edges = np.linspace(lo, hi, n_panels + 1)
     half, mid = np.diff(edges) / 2, (edges[1:] + edges[:-1]) / 2
-    return (mid[:, None] + half[:, None] * x).ravel(), (half[:, None] * w).ravel()
+    pts = (mid[:, None] + half[:, None] * x).ravel()
+    return pts, (half[:, None] * w).ravel() * density(pts)
 
 
-def _latent_z(order=160):
-    t, w = np.polynomial.hermite_e.hermegauss(order)
-    return t, w / w.sum()
+def _label_edges(top, width):
+    return np.linspace(0.0, top, int(np.ceil(top / width)) + 1)
 
 
-def _latent_z1z2():
-    """``t = z1 z2`` with density ``K0(|t|)/pi``: graded panels in ``|t|`` near the log singularity."""
-    edges = np.concatenate([[0.0], np.geomspace(1e-12, 1.0, 40), np.linspace(1.0, 60.0, 120)[1:]])
-    x, w = np.polynomial.legendre.leggauss(12)
-    half, mid = np.diff(edges) / 2, (edges[1:] + edges[:-1]) / 2
-    r = (mid[:, None] + half[:, None] * x).ravel()
-    wr = (half[:, None] * w).ravel() * k0e(r) * np.exp(-r) / np.pi
+def _radial_rule(k, width):
+    """``r = |z|`` for ``z ~ N(0, I_k)``, with panels fine enough that ``r^2 / k`` moves by at most
+    ``width`` per panel (so a noise kernel of that width in the label is resolved)."""
+    top = (k + 60.0 + 12.0 * np.sqrt(2.0 * k)) / k
+    r_edges = np.sqrt(k * _label_edges(top, width))
+    log_c = (1 - k / 2) * np.log(2.0) - gammaln(k / 2)
+
+    def density(r):
+        return np.exp(log_c + (k - 1) * np.log(np.maximum(r, 1e-300)) - r * r / 2)
+
+    r, w = _panel_rule(r_edges, density)
+    return r, w / w.sum()
+
+
+def _latent_z1z2(width):
+    """``t = z1 z2`` with density ``K0(|t|)/pi``: graded panels near the log singularity at 0."""
+    edges = np.concatenate([[0.0], np.geomspace(1e-12, 1.0, 40),
+                            1.0 + _label_edges(39.0, min(width, 0.5))[1:]])
+    r, wr = _panel_rule(edges, lambda x: k0e(x) * np.exp(-x) / np.pi)
     t = np.concatenate([-r[::-1], r])
     wt = np.concatenate([wr[::-1], wr])
     return t, wt / wt.sum()
 
 
 def _latent_rule(model: MultiIndexModel):
-    """``(t, weights, y(t), Gamma(t))`` for a registry target; ``Gamma`` has shape ``(N, k, k)``."""
+    """``(weights, y(t), Gamma(t))`` for a registry target; ``Gamma`` has shape ``(N, k, k)``.
+
+    Panels are fine enough in the label ``y(t)`` to resolve a noise kernel of width ``noise``.
+    """
     name, k = model.name, model.k
-    if name in ("phase_retrieval", "abs"):
-        t, w = _latent_z()
-        y = t * t if name == "phase_retrieval" else np.abs(t)
-        return t, w, y, (t * t - 1.0)[:, None, None]
+    width = 0.25 if model.noise == 0 else min(0.25, model.noise / 4)
+    if name == "phase_retrieval":
+        r, w = _radial_rule(1, width)
+        return w, r * r, (r * r - 1.0)[:, None, None]
+    if name == "abs":
+        r, w = _panel_rule(_label_edges(13.0, width), lambda x: 2 * np.exp(-x * x / 2) /
+                           np.sqrt(2 * np.pi))
+        return w / w.sum(), r, (r * r - 1.0)[:, None, None]
     if name == "norm2":
-        x, w = roots_genlaguerre(120, k / 2.0 - 1.0)  # t = |z|^2 = 2x ~ chi^2_k
-        t = 2.0 * x
-        return t, w / w.sum(), t / k, (t / k - 1.0)[:, None, None] * np.eye(k)
+        r, w = _radial_rule(k, width)  # E[z z^T | |z| = r] = (r^2 / k) I
+        y = r * r / k
+        return w, y, (y - 1.0)[:, None, None] * np.eye(k)
     P = np.array([[0.0, 1.0], [1.0, 0.0]])
     if name == "z1z2":
-        t, w = _latent_z1z2()
+        t, w = _latent_z1z2(width)
         r = np.maximum(np.abs(t), 1e-300)
         a = r * k1e(r) / k0e(r)  # E[z1^2 | z1 z2 = t]
-        return t, w, t, (a - 1.0)[:, None, None] * np.eye(2) + t[:, None, None] * P
+        return w, t, (a - 1.0)[:, None, None] * np.eye(2) + t[:, None, None] * P
     if name == "sign_z1z2":
         t = np.array([-1.0, 1.0])
-        return t, np.array([0.5, 0.5]), t, t[:, None, None] * (2.0 / np.pi) * P
+        return np.array([0.5, 0.5]), t, t[:, None, None] * (2.0 / np.pi) * P
     raise ValueError(f"no latent rule for target {name!r}")
 
 
@@ -123,13 +142,14 @@ def delta_alg(model) -> DeltaAlg:
     if not model.even:
         return DeltaAlg(0.0, np.inf, np.zeros((model.k, model.k)),
                         "E[z | y] != 0: the direction is learned at any delta")
-    t, w, y_t, Gam = _latent_rule(model)
+    w, y_t, Gam = _latent_rule(model)
     if model.noise == 0.0:
         Gs, weights = Gam, w
     else:
         s = model.noise
         lo, hi = y_t.min() - 12 * s, y_t.max() + 12 * s
-        y, wy = _gauss_legendre(lo, hi, int(np.ceil((hi - lo) / (0.25 * s))), 8)
+        y, wy = _panel_rule(np.linspace(lo, hi, int(np.ceil((hi - lo) / (0.25 * s))) + 1),
+                            np.ones_like)
         Gs, p = _posterior_G(w, y_t, Gam, s, y)
         weights = wy * p
     L, B = _operator(Gs, weights)
