@@ -6,8 +6,8 @@ from .result import EigResult, NoConvergenceError
 from .solvers import METHODS, extreme_eigs
 
 __all__ = [
-    "EigResult",
     "METHODS",
+    "EigResult",
     "NoConvergenceError",
     "SpectralDensity",
     "extreme_eigs",

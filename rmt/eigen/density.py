@@ -107,9 +107,10 @@ def _batched_lanczos(op, probes, steps, reorth):
         alpha[:, j] = np.einsum("np,np->p", q, w)
         w -= q * alpha[:, j] + q_prev * (beta[:, j - 1] if j else 0.0)
         if basis is not None:
+            block = basis[:, : j + 1]  # (P, j+1, N)
             for _ in range(2):
-                h = np.einsum("pjn,np->pj", basis[:, : j + 1], w)
-                w -= np.einsum("pjn,pj->np", basis[:, : j + 1], h)
+                h = np.matmul(block, w.T[:, :, None])  # (P, j+1, 1)
+                w -= np.matmul(block.transpose(0, 2, 1), h)[:, :, 0].T
         beta[:, j] = np.linalg.norm(w, axis=0)
         scale = np.max(np.abs(alpha[:, : j + 1]), axis=1) + np.max(
             beta[:, : j + 1], axis=1

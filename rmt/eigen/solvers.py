@@ -18,7 +18,6 @@ import scipy.linalg
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
 
 from .._validation import check_choice
-from ..hessian import Hessian
 from .lanczos import estimate_norm, thick_restart_lanczos
 from .operator import CountingOperator, check_operator
 from .result import EigResult, NoConvergenceError
