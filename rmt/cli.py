@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     th = sub.add_parser("threshold", help="delta_NN, delta_BBP and delta_alg")
     _common(th)
     th.add_argument("--max-delta", type=float, default=64.0, help="search up to this delta")
+    th.add_argument("--table", action="store_true",
+                    help="also tabulate delta_NN/delta_alg over activations, losses and widths")
     tr = sub.add_parser("train", help="first phase of gradient descent and the escape")
     _common(tr)
     tr.add_argument("--steps", type=int, default=3000, help="maximum first-phase steps")
@@ -89,12 +91,12 @@ def main(argv=None) -> int:
         if args.command == "bench":
             summary = _run_bench(args)
         else:
-            from . import experiments
+            from . import commands
 
             config = config_from_args(args)
-            runner = getattr(experiments, f"cli_{args.command}")
+            runner = getattr(commands, f"cmd_{args.command}")
             summary = runner(config, pathlib.Path(args.out), args)
-    except (ValueError, TypeError, ImportError) as exc:
+    except (ValueError, TypeError, ImportError, RuntimeError) as exc:
         print(f"rmt: error: {exc}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):

@@ -148,8 +148,14 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
     Q, M, notes = _point_QM(model, net, point)
     dalg = float(delta_alg(model).value)
     law = SpikeLaw.from_network(model, net, Q, M)
-    bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
-    dbbp = float(bbp.delta)
+    try:
+        bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
+        dbbp = float(bbp.delta)
+        if not bbp.converged:
+            notes.append(f"bbp_threshold: {bbp.reason}")
+    except RuntimeError as exc:  # reported, not hidden: delta_BBP is then unknown (nan)
+        dbbp = np.nan
+        notes.append(f"bbp_threshold failed: {type(exc).__name__}: {exc}")
     if law.unbounded[0]:
         return _infinite(dalg, dbbp, "the curvature blocks D are unbounded below, so the bulk "
                          "has no left edge and no outlier can separate (THEORY.md section 4)",
