@@ -53,6 +53,9 @@ from .points import (  # noqa: F401
     theta_overlap,
     train_first_phase,
 )
+from .thresholds import ThresholdResult, delta_nn  # noqa: F401
+from .config import RunConfig, parse_deltas  # noqa: F401
+from .experiments import run_point, run_sweep  # noqa: F401
 
 # -- scale-out (issue 6) -----------------------------------------------------------------------
 from .streaming import StreamingHessian  # noqa: F401
