@@ -58,6 +58,9 @@ def parse_args(argv=None):
         "--eig-d", type=int, default=1000, help="d of the eigenvalue comparison"
     )
     p.add_argument("--k", type=int, default=5)
+    p.add_argument(
+        "--eig-repeats", type=int, default=3, help="round-robin runs of fast solvers"
+    )
     p.add_argument("--tol", type=float, default=1e-10)
     p.add_argument("--weight-decay", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)
@@ -214,65 +217,69 @@ def dense_reference(prob: Problem, k):
     }
 
 
-def run_rmt(prob: Problem, args):
-    """rmt's 5 smallest: ``extreme_eigs`` (Lanczos), or eigsh on our operator if it is missing."""
-    out = {}
+def rmt_solvers(prob: Problem, args):
+    """rmt's 5 smallest as callables: ``extreme_eigs`` by three methods, compiled beforehand.
+
+    If ``rmt.extreme_eigs`` is missing, scipy ``eigsh`` on our ``Hessian.as_linear_operator()``.
+    Each callable returns ``(values, seconds, products, converged)``.
+    """
     try:
         from rmt.eigen import extreme_eigs
     except ImportError:
-        extreme_eigs = None
-    if extreme_eigs is None:
-        from scipy.sparse.linalg import eigsh
-
-        H = prob.H
-        n0 = H.n_matvec
-        t0 = time.perf_counter()
-        vals = eigsh(
-            H.as_linear_operator(),
-            k=args.k,
-            which="SA",
-            tol=args.tol,
-            return_eigenvectors=False,
-        )
-        out["rmt operator + scipy eigsh (extreme_eigs missing)"] = (
-            np.sort(vals),
-            time.perf_counter() - t0,
-            H.n_matvec - n0,
-            "n/a",
-        )
-        return out
+        return {
+            "rmt operator + scipy eigsh (extreme_eigs missing)": lambda: eigsh_on(
+                prob.H.as_linear_operator(), prob.H, args
+            )
+        }
     warm = Problem(200, 20, prob.H.m, prob.wd, np.random.default_rng(0)).H
+    out = {}
     for method in ("lanczos", "block_lanczos", "arpack"):
         extreme_eigs(
             warm, k=args.k, method=method, tol=args.tol
         )  # compile outside the timing
-        r = extreme_eigs(
-            prob.H,
-            k=args.k,
-            which="smallest",
-            method=method,
-            tol=args.tol,
-            rng=args.seed,
-        )
-        out[f"rmt.extreme_eigs {method}"] = (
-            r.values,
-            r.wall_time,
-            r.n_matvec,
-            bool(np.all(r.converged)),
-        )
+
+        def solve(method=method):
+            r = extreme_eigs(
+                prob.H, k=args.k, method=method, tol=args.tol, rng=args.seed
+            )
+            return r.values, r.wall_time, r.n_matvec, bool(np.all(r.converged))
+
+        out[f"rmt.extreme_eigs {method}"] = solve
     return out
+
+
+def eigsh_on(op, counter, args):
+    """scipy ``eigsh(op, which="SA")``; ``counter.n_matvec`` or ``counter.count`` counts products."""
+    from scipy.sparse.linalg import eigsh
+
+    attr = "n_matvec" if hasattr(counter, "n_matvec") else "count"
+    n0 = getattr(counter, attr)
+    t0 = time.perf_counter()
+    vals = eigsh(op, k=args.k, which="SA", tol=args.tol, return_eigenvectors=False)
+    return np.sort(vals), time.perf_counter() - t0, getattr(counter, attr) - n0, True
+
+
+def run_round_robin(solvers: dict, repeats: int):
+    """Run the solvers in turn ``repeats`` times; median wall time, and the load meanwhile."""
+    runs = {name: [] for name in solvers}
+    with LoadMeter() as meter:
+        for _ in range(repeats):
+            for name, f in solvers.items():
+                runs[name].append(f())
+    out = {}
+    for name, results in runs.items():
+        vals, _, nmv, conv = results[-1]
+        out[name] = (vals, float(np.median([r[1] for r in results])), nmv, conv)
+    return out, meter.other_load
 
 
 def run_eigsh_torch(prob: Problem, args):
     """scipy ``eigsh`` (ARPACK, which="SA") on the torch autograd product."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
+    from scipy.sparse.linalg import LinearOperator
 
     hvp = TorchHVP(prob)
     N = prob.H.shape[0]
-    op = LinearOperator((N, N), matvec=hvp, dtype=np.float64)
-    t0 = time.perf_counter()
-    vals = eigsh(op, k=args.k, which="SA", tol=args.tol, return_eigenvectors=False)
-    return np.sort(vals), time.perf_counter() - t0, hvp.count, True
+    return eigsh_on(LinearOperator((N, N), matvec=hvp, dtype=np.float64), hvp, args)
 
 
 def run_eigenthings(prob: Problem, args, reorthogonalize):
@@ -320,11 +327,11 @@ def compare_eigensolvers(args, rng):
         f"\n2. {args.k} smallest eigenvalues, n={prob.H.n} d={prob.H.d} m={prob.H.m}, "
         f"tol {args.tol:g}; dense: min {ref['min']:.6g}, max {ref['max']:.6g}"
     )
-    runs = {}
-    with LoadMeter() as meter:
-        runs.update(run_rmt(prob, args))
-    loads = dict.fromkeys(runs, meter.other_load)
-    peers = [("scipy eigsh on torch autograd", lambda: run_eigsh_torch(prob, args))]
+    fast = rmt_solvers(prob, args)
+    fast["scipy eigsh on torch autograd"] = lambda: run_eigsh_torch(prob, args)
+    runs, load = run_round_robin(fast, args.eig_repeats)
+    loads = dict.fromkeys(runs, load)
+    peers = []
     if optional("hessian_eigenthings") is not None:
         for reorth in (True, False):
             peers.append(
