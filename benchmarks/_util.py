@@ -116,6 +116,22 @@ def measure(
     return best
 
 
+def wait_for_quiet(
+    threshold: float = HIGH_LOAD, timeout: float = 300.0, probe: float = 3.0
+):
+    """Wait (up to ``timeout`` s) until other processes use at most ``threshold`` cores.
+
+    Probes the load for ``probe`` seconds at a time; returns the last probe's load, which is
+    above ``threshold`` when the wait timed out.
+    """
+    deadline = time.perf_counter() + timeout
+    while True:
+        with LoadMeter() as meter:
+            time.sleep(probe)
+        if meter.other_load <= threshold or time.perf_counter() >= deadline:
+            return meter.other_load
+
+
 def fmt_ms(seconds: float) -> str:
     """Seconds as milliseconds with one decimal."""
     return f"{1e3 * seconds:7.1f} ms"

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 import numpy as np
-from _util import fmt_ms, measure, set_threads
+from _util import fmt_ms, measure, set_threads, wait_for_quiet
 
 import rmt
 from rmt.kernels.hessian import hvp_fused, hvp_kernel, stream_pass
@@ -45,6 +45,12 @@ def parse_args(argv=None):
         "--widths", default="1,2,3,4,6", help="widths of the sweep ('' to skip)"
     )
     p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument(
+        "--max-tries", type=int, default=3, help="reruns while others' load is high"
+    )
+    p.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for a quiet machine"
+    )
     p.add_argument("--json", default=None, help="also write the figures to this file")
     return p.parse_args(argv)
 
@@ -98,7 +104,11 @@ def contenders(H, b, rng):
 
 def main_timings(H, args, rng):
     funcs, err = contenders(H, args.block, rng)
-    timings, load, tries = measure(funcs, repeats=args.repeats)
+    if args.wait:
+        wait_for_quiet(timeout=args.wait)
+    timings, load, tries = measure(
+        funcs, repeats=args.repeats, max_tries=args.max_tries
+    )
     t = {k: v["median"] for k, v in timings.items()}
     nominal = H.data.X.nbytes / (NOMINAL_GBS * 1e9)
     measured = t["one pass over X (parallel sum)"]
@@ -149,7 +159,11 @@ def sweep_one(m, args, rng):
     }
     for f in funcs.values():
         f()
-    timings, load, _ = measure(funcs, repeats=max(3, args.repeats // 2))
+    if args.wait:
+        wait_for_quiet(timeout=args.wait)
+    timings, load, _ = measure(
+        funcs, repeats=max(3, args.repeats // 2), max_tries=args.max_tries
+    )
     return {
         "kernel": kernel.__name__,
         "other_load": load,

@@ -31,7 +31,7 @@ import time
 import warnings
 
 import numpy as np
-from _util import LoadMeter, fmt_ms, measure, set_threads
+from _util import LoadMeter, fmt_ms, measure, set_threads, wait_for_quiet
 
 import rmt
 
@@ -66,6 +66,12 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument(
+        "--max-tries", type=int, default=3, help="reruns while others' load is high"
+    )
+    p.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for a quiet machine"
+    )
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
 
@@ -179,6 +185,8 @@ def product_contenders(prob: Problem, rng):
 def compare_products(prob: Problem, args, rng):
     """Section 1: one product, every peer, round-robin under the same load."""
     funcs, errors, v = product_contenders(prob, rng)
+    if args.wait:
+        wait_for_quiet(timeout=args.wait)
     timings, load, tries = measure(
         {k: (lambda f=f: f(v)) for k, f in funcs.items()}, repeats=args.repeats
     )
@@ -329,6 +337,8 @@ def compare_eigensolvers(args, rng):
     )
     fast = rmt_solvers(prob, args)
     fast["scipy eigsh on torch autograd"] = lambda: run_eigsh_torch(prob, args)
+    if args.wait:
+        wait_for_quiet(timeout=args.wait)
     runs, load = run_round_robin(fast, args.eig_repeats)
     loads = dict.fromkeys(runs, load)
     peers = []
