@@ -275,13 +275,19 @@ def threshold_table(base: RunConfig, variants=TABLE_CONFIGS, progress=True) -> l
     for v in tqdm(variants, desc="delta_NN table", disable=not progress):
         cfg = replace(base, **v)
         t0 = time.perf_counter()
-        res = delta_nn(cfg.model(), cfg.net(), point=cfg.point)
-        rows.append({"target": cfg.target, "activation": cfg.activation, "loss": cfg.loss,
-                     "width": cfg.width, "point": cfg.point, "delta_nn": float(res.delta_nn),
-                     "delta_bbp": float(res.delta_bbp), "delta_alg": float(res.delta_alg),
-                     "ratio": float(res.delta_nn / res.delta_alg) if res.delta_alg else None,
-                     "reason": res.reason, "converged": bool(res.converged),
-                     "seconds": time.perf_counter() - t0})
+        row = {"target": cfg.target, "activation": cfg.activation, "loss": cfg.loss,
+               "width": cfg.width, "point": cfg.point}
+        try:
+            res = delta_nn(cfg.model(), cfg.net(), point=cfg.point)
+        except RuntimeError as exc:  # one failed configuration is reported, not fatal
+            row.update(delta_nn=np.nan, delta_bbp=np.nan, delta_alg=np.nan, ratio=None,
+                       reason=f"solver failure: {exc}", converged=False)
+        else:
+            row.update(delta_nn=float(res.delta_nn), delta_bbp=float(res.delta_bbp),
+                       delta_alg=float(res.delta_alg),
+                       ratio=float(res.delta_nn / res.delta_alg) if res.delta_alg else None,
+                       reason=res.reason, converged=bool(res.converged))
+        rows.append({**row, "seconds": time.perf_counter() - t0})
     return rows
 
 

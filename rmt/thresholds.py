@@ -5,7 +5,7 @@
 curvature blocks is fixed and ``delta = n/d`` varies.  ``delta_NN`` is the smallest ``delta`` at
 which the Hessian has a left outlier (below the bulk, THEORY.md section 4) that
 
-* carries ``Theta*`` overlap: ``overlap_theta > overlap_tol``, and
+* carries ``Theta*`` overlap (``overlap_theta > 0``), and
 * is a descent direction: its eigenvalue is below 0.
 
 The exact formula of the source paper was not available, so this is our definition; it
@@ -53,12 +53,14 @@ class ThresholdResult:
         return {k: getattr(self, k) for k in keys}
 
 
-def descent_outlier(law, delta, overlap_tol=1e-3):
-    """The lowest left outlier at ``delta`` that carries ``Theta*`` and is negative, or None."""
+def descent_outlier(law, delta, overlap_tol=1e-3, require_negative=True):
+    """The lowest left outlier at ``delta`` that carries ``Theta*`` (``overlap_theta >
+    overlap_tol``) and, with ``require_negative``, lies below 0; ``None`` if there is none."""
     from .freeprob import outliers
 
     outs = outliers(law, delta, side="left")
-    good = [o for o in outs if o.overlap_theta > overlap_tol and o.value < 0 and o.converged]
+    good = [o for o in outs if o.overlap_theta > overlap_tol and o.converged
+            and (o.value < 0 or not require_negative)]
     return (min(good, key=lambda o: o.value) if good else None), outs
 
 
@@ -74,39 +76,36 @@ def _label_free(law, tol=1e-10) -> bool:
     return max(np.max(np.abs(first)), np.max(np.abs(second))) <= tol * scale
 
 
-def _safe_descent(law, delta, overlap_tol, notes):
+def _safe_descent(law, delta, overlap_tol, notes, require_negative=True):
     """:func:`descent_outlier`, recording a solver failure in ``notes`` (result: ``False``)."""
     try:
-        return descent_outlier(law, delta, overlap_tol)[0]
+        return descent_outlier(law, delta, overlap_tol, require_negative)[0]
     except Exception as exc:  # a solver failure at one delta must not end the search
         notes.append(f"delta = {delta:.6g}: {type(exc).__name__}: {exc}")
         return False
 
 
-def _scan(law, grid, overlap_tol, notes):
-    """First grid index with a descent outlier (``None`` when there is none)."""
-    for i, x in enumerate(grid):
-        if _safe_descent(law, x, overlap_tol, notes):
-            return i
-    return None
+def _outlier_value(law, delta, notes):
+    """Value of the lowest left outlier carrying ``Theta*`` at ``delta`` (``nan`` if none)."""
+    best = _safe_descent(law, delta, 0.0, notes, require_negative=False)
+    return np.nan if not best else best.value
 
 
-def _bisect(law, lo, hi, overlap_tol, rtol, notes):
-    """Shrink ``[lo, hi]`` (no outlier at ``lo``, one at ``hi``) to relative width ``rtol``.
+def _zero_crossing(law, lo, hi, n_grid, notes):
+    """First ``delta`` in ``(lo, hi]`` where the ``Theta*`` outlier's value crosses below 0."""
+    from scipy.optimize import brentq
 
-    A solver failure at a midpoint is retried once slightly off it; a second failure stops the
-    bisection with the bracket reached so far (recorded in ``notes``).
-    """
-    while hi - lo > rtol * hi:
-        mid = np.sqrt(lo * hi)
-        best = _safe_descent(law, mid, overlap_tol, notes)
-        if best is False:
-            mid = (lo * hi * hi) ** (1 / 3)  # a third of the way (log scale) towards hi
-            best = _safe_descent(law, mid, overlap_tol, notes)
-            if best is False:
-                break
-        lo, hi = (lo, mid) if best is not None else (mid, hi)
-    return lo, hi
+    prev = lo
+    for x in np.geomspace(lo, hi, n_grid)[1:]:
+        v = _outlier_value(law, x, notes)
+        if np.isfinite(v) and v < 0:
+            def f(t):
+                val = _outlier_value(law, t, notes)
+                return val if np.isfinite(val) else 1.0  # no outlier yet: not below 0
+            root, info = brentq(f, prev, x, xtol=1e-12, rtol=1e-10, full_output=True)
+            return root, info.converged
+        prev = x
+    return np.inf, True
 
 
 def _point_QM(model, net, point):
@@ -128,14 +127,15 @@ def _infinite(dalg, dbbp, reason, notes, converged=True):
                            notes=notes)
 
 
-def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RANGE, n_grid=32,
-             overlap_tol=1e-3, rtol=1e-3) -> ThresholdResult:
+def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RANGE,
+             n_grid=32) -> ThresholdResult:
     """``delta_NN`` of a configuration (see the module docstring for the definition).
 
-    The law of ``(zhat, D)`` at the point (``rmt.SpikeLaw.from_network``) is scanned on a
-    geometric grid of ``n_grid`` values over ``delta_range``; the first grid value with a
-    descent outlier is refined by bisection (on the log scale) to relative width ``rtol``.
-    A transition narrower than the grid spacing can be missed.
+    ``delta_BBP`` (:func:`rmt.bbp_threshold`) is where the first outlier carrying ``Theta*``
+    leaves the bulk on the left.  If the bulk edge there is below 0, the outlier is a descent
+    direction from its birth and ``delta_NN = delta_BBP``.  Otherwise ``delta_NN`` is where that
+    outlier crosses 0: the first sign change on a geometric grid of ``n_grid`` values over
+    ``(delta_BBP, delta_range[1]]``, refined by Brent's method.
     """
     from .freeprob import SpikeLaw, bbp_threshold, bulk_edges, delta_alg
 
@@ -144,38 +144,31 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
     lo, hi = (float(v) for v in delta_range)
     if not 0 < lo < hi < np.inf:
         raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")
-    check_nonneg_float(overlap_tol, "overlap_tol")
     Q, M, notes = _point_QM(model, net, point)
     dalg = float(delta_alg(model).value)
     law = SpikeLaw.from_network(model, net, Q, M)
-    try:
-        bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
-        dbbp = float(bbp.delta)
-        if not bbp.converged:
-            notes.append(f"bbp_threshold: {bbp.reason}")
-    except RuntimeError as exc:  # reported, not hidden: delta_BBP is then unknown (nan)
-        dbbp = np.nan
-        notes.append(f"bbp_threshold failed: {type(exc).__name__}: {exc}")
     if law.unbounded[0]:
-        return _infinite(dalg, dbbp, "the curvature blocks D are unbounded below, so the bulk "
+        return _infinite(dalg, np.inf, "the curvature blocks D are unbounded below, so the bulk "
                          "has no left edge and no outlier can separate (THEORY.md section 4)",
                          notes)
     if _label_free(law):
-        return _infinite(dalg, dbbp, "the curvature blocks D carry no label information at this "
-                         "point, so no outlier correlates with Theta*", notes)
-    grid = np.geomspace(lo, hi, n_grid)
-    n_notes = len(notes)
-    i = _scan(law, grid, overlap_tol, notes)
-    failed = len(notes) > n_notes
-    if i is None:
-        return _infinite(dalg, dbbp, f"no negative outlier with Theta* overlap > {overlap_tol} "
-                         f"for delta in [{lo:g}, {hi:g}]", notes, converged=not failed)
-    if i == 0:
-        notes.append(f"a descent outlier exists already at delta = {lo:g}: delta_NN <= {lo:g}")
-        b_lo, b_hi = 0.0, lo
+        return _infinite(dalg, np.inf, "the curvature blocks D carry no label information at "
+                         "this point, so no outlier correlates with Theta*", notes)
+    bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
+    if not bbp.found:
+        return _infinite(dalg, bbp.delta, f"no outlier with Theta* overlap leaves the bulk: "
+                         f"{bbp.reason}", notes, converged=bbp.converged)
+    d0 = float(bbp.delta)
+    edge0 = float(bulk_edges(law, d0).lo)
+    if edge0 < 0:
+        dnn, ok = d0, bbp.converged
     else:
-        b_lo, b_hi = _bisect(law, grid[i - 1], grid[i], overlap_tol, rtol, notes)
-    best, outs = descent_outlier(law, b_hi, overlap_tol)
-    edge = float(bulk_edges(law, b_hi).lo)
-    return ThresholdResult(b_hi, dalg, dbbp, edge, best.value, best.overlap_theta,
-                           i > 0 and b_hi - b_lo <= rtol * b_hi, "", (b_lo, b_hi), notes)
+        dnn, ok = _zero_crossing(law, d0 * (1 + 1e-9), hi, n_grid, notes)
+        if not np.isfinite(dnn):
+            return _infinite(dalg, d0, f"the Theta* outlier stays above 0 for delta up to {hi:g}",
+                             notes, converged=not notes)
+    best = _safe_descent(law, dnn * (1 + 1e-6), 0.0, notes, require_negative=False)
+    value = best.value if best else np.nan
+    ov = best.overlap_theta if best else np.nan
+    return ThresholdResult(dnn, dalg, d0, float(bulk_edges(law, dnn).lo), value, ov,
+                           bool(ok) and not notes, "", (d0, dnn), notes)
