@@ -1,0 +1,67 @@
+"""Sweeps: rows against dense eigh, exact resumption after an interruption, tidy files."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.linalg import eigh
+
+import rmt
+from rmt import experiments
+from rmt.tables import read_rows
+
+SMALL = dict(d=60, deltas=(2.0, 4.0), seeds=(0, 1), n_eigs=2, method="dense")
+
+
+def test_rows_match_a_dense_rebuild():
+    cfg = rmt.RunConfig(**SMALL)
+    spec = experiments.prepare_point(cfg)
+    rows = experiments.run_point(cfg, 4.0, 1, spec)
+    rng = cfg.rng_for(4.0, 1)
+    data = cfg.model().sample(240, 60, rng=rng)
+    W = spec.draw(60, data.theta, rng)
+    evals, evecs = eigh(rmt.Hessian(cfg.net(), data, W).to_dense())
+    assert [r["index"] for r in rows] == [0, 1]
+    np.testing.assert_allclose([r["eigenvalue"] for r in rows], evals[:2], rtol=1e-10)
+    ov = np.sum((evecs[:, :2].T.reshape(2, 2, 60) @ data.theta) ** 2, axis=(1, 2))
+    np.testing.assert_allclose([r["overlap_theta"] for r in rows], ov, atol=1e-8)
+    for r in rows:
+        assert r["theory_edge_lo"] < r["theory_edge_hi"]
+        assert r["plugin_error"] == pytest.approx(rows[0]["eigenvalue"] - r["plugin_bottom"])
+
+
+def test_interrupted_sweep_resumes_without_recomputing(tmp_path, monkeypatch):
+    cfg = rmt.RunConfig(**SMALL)
+    reference = rmt.run_sweep(cfg, progress=False)
+    calls = []
+    real = experiments.run_point
+
+    def flaky(config, delta, seed, spec=None):
+        calls.append((delta, seed))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(config, delta, seed, spec)
+
+    monkeypatch.setattr(experiments, "run_point", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        rmt.run_sweep(cfg, out=tmp_path, progress=False)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["points_done"] == 2
+    assert len(read_rows(tmp_path / "sweep.csv")) == 2 * cfg.n_eigs
+    calls.clear()
+    rows = rmt.run_sweep(cfg, out=tmp_path, progress=False)
+    assert len(calls) == 2  # only the two unfinished points ran
+    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+    keys = ["delta", "seed", "index", "eigenvalue", "overlap_theta", "theory_bottom"]
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in reference]
+    on_disk = sorted(read_rows(tmp_path / "sweep.csv"),
+                     key=lambda r: (r["delta"], r["seed"], r["index"]))
+    assert [[r[k] for k in keys] for r in on_disk] == [[r[k] for k in keys] for r in reference]
+
+
+def test_output_folder_of_another_configuration_is_refused(tmp_path):
+    cfg = rmt.RunConfig(**{**SMALL, "deltas": (2.0,), "seeds": (0,)})
+    rmt.run_sweep(cfg, out=tmp_path, progress=False)
+    other = rmt.RunConfig(**{**SMALL, "deltas": (2.0,), "seeds": (0,), "width": 3})
+    with pytest.raises(ValueError, match="another configuration"):
+        rmt.run_sweep(other, out=tmp_path, progress=False)
