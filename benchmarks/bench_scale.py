@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -51,7 +50,7 @@ GB = 1e9
 class MemorySampler:
     """Peak private (``RssAnon``) and file-backed (``RssFile``) resident memory, sampled.
 
-    ``ru_maxrss`` alone counts mapped page-cache pages of a memmap as the process's memory;
+    The peak RSS alone counts mapped page-cache pages of a memmap as the process's memory;
     the private part is what the process really holds.
     """
 
@@ -89,7 +88,10 @@ class MemorySampler:
 
 
 def maxrss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Peak resident memory of this process, ``VmHWM`` (unlike ``ru_maxrss``, which a child
+    started by ``subprocess`` inherits from its parent, it starts afresh at ``exec``)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
 
 
 def tree_cpu_seconds() -> float:
@@ -195,7 +197,7 @@ def bench_throughput(args):
             f"streaming-only process: peak private {memory['peak_anon'] / GB:.3f} GB "
             f"(+{(memory['peak_anon'] - memory['base_anon']) / GB:.3f} GB over the process after "
             f"imports), peak mapped file {memory['peak_file'] / GB:.2f} GB (+"
-            f"{(memory['peak_file'] - memory['base_file']) / GB:.2f} GB), ru_maxrss "
+            f"{(memory['peak_file'] - memory['base_file']) / GB:.2f} GB), peak RSS (VmHWM) "
             f"{memory['maxrss'] / GB:.2f} GB "
             f"(block {Hs.block_rows} rows = {Hs.block_rows * d * 8 / 2**20:.0f} MiB, D "
             f"{Hs.D.nbytes / 2**20:.0f} MiB)"
@@ -403,7 +405,7 @@ def bench_eigs(args):
         )
         print(
             f"peak private memory {mem.peak_anon / GB:.2f} GB, peak mapped page cache "
-            f"{mem.peak_file / GB:.1f} GB, ru_maxrss {maxrss_bytes() / GB:.1f} GB; "
+            f"{mem.peak_file / GB:.1f} GB, peak RSS (VmHWM) {maxrss_bytes() / GB:.1f} GB; "
             f"others' load {load.other_load:.2f} cores"
         )
         save("eigs", rec)

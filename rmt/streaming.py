@@ -34,9 +34,14 @@ from ._validation import as_float_array, check_nonneg_float, check_positive_int
 from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
 
-#: Default bytes of ``X`` per block (256 MiB): large enough to amortise the start-up of the
-#: kernel's parallel region, which costs tens of milliseconds on a loaded machine.
+#: Default bytes of ``X`` per block when blocks must be copied (zarr, h5py, non-float64).
 DEFAULT_BLOCK_BYTES = 256 * 2**20
+
+#: Default bytes per block when blocks are views (float64 C-order ndarray or memmap): a view
+#: costs no private memory, and every block is one parallel region of the kernel, whose
+#: threads wait for the slowest one: on a loaded machine that costs tens of milliseconds per
+#: block (benchmarks/RESULTS.md, scale-out section), so views get few, large blocks.
+DEFAULT_VIEW_BLOCK_BYTES = 2 * 2**30
 
 #: ``to_dense`` refuses an ``X`` larger than this (it loads ``X`` into memory).
 DENSE_MAX_BYTES = 2**30
@@ -74,9 +79,13 @@ def read_rows(X, lo: int, hi: int) -> np.ndarray:
 
 
 def default_block_rows(X) -> int:
-    """Rows per block: about ``DEFAULT_BLOCK_BYTES`` of float64, a multiple of the row chunks."""
+    """Rows per block: ``DEFAULT_VIEW_BLOCK_BYTES`` for views, else ``DEFAULT_BLOCK_BYTES``.
+
+    Blocks of a chunked array (zarr) are a multiple of its row chunks.
+    """
     n, d = X.shape
-    rows = max(64, DEFAULT_BLOCK_BYTES // (8 * d))
+    view = isinstance(X, np.ndarray) and X.dtype == np.float64 and X.flags.c_contiguous
+    rows = max(64, (DEFAULT_VIEW_BLOCK_BYTES if view else DEFAULT_BLOCK_BYTES) // (8 * d))
     chunks = getattr(X, "chunks", None)
     if chunks is not None and len(chunks) == 2 and isinstance(chunks[0], (int, np.integer)):
         c = int(chunks[0])
@@ -137,9 +146,12 @@ class StreamingHessian(LinearOperator):
         First-layer weights.
     weight_decay : float
     block_rows : int, optional
-        Rows per block; default about 256 MiB of ``X`` (aligned to zarr chunks).  Peak memory
-        is about ``block_rows * d * 8`` bytes (when a block must be copied) plus ``D`` and
-        ``(n_chunks + 2) * b * m * d * 8`` bytes of accumulators.
+        Rows per block; default 2 GiB of ``X`` for a float64 C-order array or memmap, whose
+        blocks are views, and 256 MiB (aligned to the chunks) for zarr and other copied
+        sources.  Private memory is ``D`` plus ``(n_chunks + 2) * b * m * d * 8`` bytes of
+        accumulators, plus ``block_rows * d * 8`` bytes when blocks are copied.  The pages of
+        a memmap are the operating system's page cache: they show in the RSS, and are
+        reclaimable.
     """
 
     def __init__(self, net: TwoLayerNet, X, y, W, weight_decay=0.0, block_rows=None):
