@@ -159,8 +159,6 @@ def sweep_one(m, args, rng):
     }
     for f in funcs.values():
         f()
-    if args.wait:
-        wait_for_quiet(timeout=args.wait)
     timings, load, _ = measure(
         funcs, repeats=max(3, args.repeats // 2), max_tries=args.max_tries
     )
