@@ -119,11 +119,18 @@ def other_load_tree(run):
     return out, wall, max(0.0, other)
 
 
-def write_problem(path, n, d, seed, block_rows=50_000):
+def write_problem(path, n, d, seed):
     """Write Gaussian ``X`` (``n x d``) to ``path`` block by block; return ``(y, theta)``.
 
     Labels follow phase retrieval, ``y = (theta^T x)^2``; nothing of size ``n x d`` is held.
+    The labels are also saved next to ``X`` (``path + ".y.npy"``), and an existing pair of
+    files of the right shape is reused.
     """
+    ypath = path + ".y.npy"
+    exists = os.path.exists(path) and os.path.exists(ypath)
+    if exists and np.load(path, mmap_mode="r").shape == (n, d):
+        return np.load(ypath), None
+    block_rows = max(1, 2**28 // (8 * d))
     rng = np.random.default_rng(seed)
     theta = rmt.models.random_orthonormal(d, 1, rng)
     X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
@@ -136,7 +143,14 @@ def write_problem(path, n, d, seed, block_rows=50_000):
         y[lo:hi] = model.link(blk @ theta)
     X.flush()
     del X
+    np.save(ypath, y)
     return y, theta
+
+
+def remove_problem(path):
+    for p in (path, path + ".y.npy"):
+        if os.path.exists(p):
+            os.remove(p)
 
 
 def save(part, record):
@@ -217,7 +231,7 @@ def bench_throughput(args):
         )
     finally:
         if not args.keep:
-            os.remove(path)
+            remove_problem(path)
 
 
 def _streaming_memory_child(path, args):
@@ -237,24 +251,14 @@ def _streaming_memory_child(path, args):
     )
     here = str(Path(__file__).resolve().parent)
     root = str(Path(__file__).resolve().parents[1])
-    ypath = path + ".y.npy"
-    np.save(ypath, _labels_of(path))
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", code % (here, root, args.threads, ypath, path, path)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    finally:
-        os.remove(ypath)
+    ypath = path + ".y.npy"  # the labels written by write_problem
+    out = subprocess.run(
+        [sys.executable, "-c", code % (here, root, args.threads, ypath, path, path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def _labels_of(path):
-    """Any labels of the right length (memory does not depend on their values)."""
-    n = np.load(path, mmap_mode="r").shape[0]
-    return np.random.default_rng(0).standard_normal(n) ** 2
 
 
 # -- distributed: round trips of the sharded product ---------------------------------------
@@ -411,7 +415,7 @@ def bench_eigs(args):
         save("eigs", rec)
     finally:
         if not args.keep:
-            os.remove(path)
+            remove_problem(path)
 
 
 # -- sweep: 32 points serial against LocalCluster ------------------------------------------

@@ -10,9 +10,10 @@ in-memory product (``rmt.kernels.hessian.fused_product``), and dropped.  Only ``
 those.  ``X`` may be
 
 - a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 blocks are used without a copy),
-- a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="c")`` (copy-on-write,
-  never written: the blocks are then ordinary writeable arrays, so the Numba kernels compiled
-  for in-memory ``X`` are reused instead of compiling read-only variants),
+- a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="r")`` (a shared
+  read-only mapping: a copy-on-write one, ``"c"``, is charged in full against the memory
+  commit limit and fails with ENOMEM for a file larger than RAM; the read-only blocks make
+  Numba compile, once, and cache read-only variants of the kernels),
 - any 2-d array with row slicing, ``shape`` and ``dtype``: a zarr array (blocks are aligned to
   its chunks), an h5py dataset.  Blocks that are not C-ordered float64 are copied.
 
@@ -57,7 +58,7 @@ def open_rows(X):
         path = os.fspath(X)
         if not path.endswith(".npy"):
             raise ValueError(f"X as a path must name an .npy file; got {path!r}")
-        X = np.load(path, mmap_mode="c")
+        X = np.load(path, mmap_mode="r")
     if not all(hasattr(X, a) for a in ("shape", "dtype", "__getitem__")):
         raise TypeError(
             "X must be a numpy array or memmap, a path to an .npy file, or a 2-d array with "
