@@ -1,6 +1,7 @@
 """Time to the 5 smallest Hessian eigenpairs, every method side by side, in one run.
 
     python benchmarks/bench_eigensolvers.py [--sizes 2000 8000 16000 32000] [--tol 1e-8]
+        [--methods lanczos block_lanczos ...] [--dense-max 8000] [--out DIR]
 
 For each ``m*d`` (``m = 4``, ``n = 4d``, phase retrieval, tanh/square, random ``W``) every
 method of ``rmt.extreme_eigs`` runs on the same Hessian; dense ``eigh`` (assembly + LAPACK
@@ -94,7 +95,7 @@ def run_method(H, method, tol, rng):
         return time.perf_counter() - t0, None, f"no convergence ({exc.result.k}/5)"
 
 
-def bench_size(size, tol, dense_max):
+def bench_size(size, tol, dense_max, methods=tuple(METHODS)):
     """All rows for one size; the dense reference first when it fits."""
     H = make_hessian(size)
     rows, ref, dense_time = [], None, None
@@ -103,7 +104,7 @@ def bench_size(size, tol, dense_max):
             t, res, status = run_method(H, "dense", tol, 0)
         ref, dense_time = (res.values if res is not None else None), t
         rows.append(_row(H, "dense", t, res, status, load.cores, None, ref))
-    for method in METHODS:
+    for method in methods:
         with LoadMeter() as load:
             t, res, status = run_method(H, method, tol, 0)
         rows.append(_row(H, method, t, res, status, load.cores, dense_time, ref))
@@ -170,6 +171,13 @@ def main(argv=None):
     )
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--dense-max", type=int, default=8000)
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=METHODS,
+        choices=METHODS,
+        help="subset to rerun (arpack is always included: ratios need it)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +191,8 @@ def main(argv=None):
     )
     rows = []
     for size in args.sizes:
-        rows += bench_size(size, args.tol, args.dense_max)
+        methods = [m for m in METHODS if m in set(args.methods) | {"arpack"}]
+        rows += bench_size(size, args.tol, args.dense_max, methods)
         print_table([r for r in rows if r["size"] == size])
         sys.stdout.flush()
         _write_csv(rows, args.out / "eigensolvers.csv")
