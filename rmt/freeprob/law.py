@@ -10,7 +10,9 @@ import numpy as np
 
 from .._validation import as_float_array, check_nonneg_float, check_positive_int
 from ..models import MultiIndexModel
-from .nodes import adaptive_gauss_1d, gaussian_nodes
+from .nodes import adaptive_2d, adaptive_gauss_1d, gaussian_nodes, nested_nodes
+
+NESTED_OUTER_ORDER = {1: 60, 2: 16}
 from .unbounded import probe_unbounded
 
 
@@ -121,8 +123,17 @@ class SpikeLaw:
 
         ``Q = W^T W`` (``m x m``) and ``M = W^T Theta*`` (``m x k``, default 0) fix the law:
         ``u = W^T x = M z + C^T zperp`` with ``C^T C = Q - M M^T`` (THEORY.md section 3).
-        Quadrature (``nodes="auto"``) is tensor Gauss-Hermite when ``K`` plus a noise coordinate
-        is at most 3, otherwise Monte Carlo with ``n_mc`` draws and ``stderr`` set.
+        ``nodes="auto"`` picks:
+
+        - ``"nested"`` for a single-index target with a Huber loss or a ReLU activation (at most
+          3 integration dimensions): Gauss-Hermite of order ``order`` (default 60, or 16 for two) in the other
+          coordinates, adaptive Gauss-Legendre along ``Theta*`` that resolves the jumps of
+          ``l''`` and ``sigma'`` there.  Kinks along the other coordinates (ReLU in ``u``) are
+          still integrated by Gauss-Hermite; use ``"monte_carlo"`` to cross-check them.
+        - ``"adaptive"`` (explicit, two integration dimensions): two-level adaptive rule, exact
+          across kinks to 1e-10 but slow (tens of seconds);
+        - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
+        - ``"monte_carlo"`` otherwise, with ``n_mc`` draws and ``stderr`` set.
         """
         from ..network import TwoLayerNet
 
@@ -143,6 +154,8 @@ class SpikeLaw:
             y = model.link(pts[:, :k]) + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
+        if nodes == "auto" and k == 1 and 2 <= dims <= 3 and _non_smooth(net):
+            nodes = "nested"
         g = _nodes_for(curvature, dims, nodes, order, n_mc, rng)
         D = curvature(g.points)
         unb, reason = probe_unbounded(curvature, dims)
@@ -208,6 +221,11 @@ class SpikeLaw:
                    kind=g.kind, stderr=_mc_stderr(g, D), unbounded_reason=reason)
 
 
+def _non_smooth(net):
+    """Huber's ``l''`` jumps and ReLU's ``sigma'`` jumps: plain Gauss-Hermite loses percents."""
+    return net.loss == "huber" or net.activation == "relu"
+
+
 def _perp_factor(Q, M):
     """``C`` (``r x m``) with ``C^T C = Q - M M^T``; raises if that matrix is not PSD."""
     if not np.allclose(Q, Q.T, atol=1e-12 * max(1.0, np.abs(Q).max())):
@@ -223,9 +241,15 @@ def _perp_factor(Q, M):
 
 
 def _nodes_for(func, dims, nodes, order, n_mc, rng):
+    if nodes == "nested":
+        if dims < 2:
+            raise ValueError("nested nodes need at least two integration dimensions")
+        return nested_nodes(func, dims - 1, order or NESTED_OUTER_ORDER[dims - 1])
+    if nodes == "adaptive" and dims == 2:
+        return adaptive_2d(lambda pts: func(pts).reshape(pts.shape[0], -1))
     if nodes == "adaptive" or (nodes == "auto" and dims == 1):
         if dims != 1:
-            raise ValueError(f"adaptive nodes need one integration dimension; got {dims}")
+            raise ValueError(f"adaptive nodes need one or two integration dimensions; got {dims}")
 
         def features(z):
             v = func(z[:, None]).reshape(z.shape[0], -1)

@@ -1,0 +1,96 @@
+"""SpikeLaw constructors against direct computations and scipy.integrate.quad."""
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+import rmt
+
+PHASE = rmt.MultiIndexModel("phase_retrieval")
+
+
+def huber_net():
+    return rmt.TwoLayerNet(1, "softplus", "huber", a=np.array([1.0]), huber_delta=1.0)
+
+
+def quad_expectation_of_D(net, q, power):
+    """E[z^(2 power) D(z, u)], y = z^2, u = sqrt(q) g: adaptive quad in g; in z, Gauss-Legendre
+    (60 points) on each piece between the kinks z^2 = f(u) -+ huber_delta, known analytically."""
+    x, w = np.polynomial.legendre.leggauss(60)
+
+    def inner(g):
+        u = np.sqrt(q) * g
+        f = net.sigma(np.array([[u]]))[0][0, 0] * net.a[0]
+        kinks = [np.sqrt(v) for v in (f - net.huber_delta, f + net.huber_delta) if v > 0]
+        cuts = sorted([-10.0, 10.0] + kinks + [-k for k in kinks])
+        total = 0.0
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            z = 0.5 * (a + b) + 0.5 * (b - a) * x
+            D = net.curvature(np.full((z.size, 1), u), z * z)[:, 0, 0]
+            total += 0.5 * (b - a) * np.sum(w * z ** (2 * power) * D * np.exp(-z * z / 2))
+        return total / np.sqrt(2 * np.pi)
+
+    return integrate.quad(lambda g: inner(g) * np.exp(-g * g / 2) / np.sqrt(2 * np.pi), -10, 10,
+                          limit=400, epsabs=1e-12, epsrel=1e-12)[0]
+
+
+def moment(law, power):
+    return law.expect(law.zhat[:, 0] ** (2 * power) * law.D[:, 0, 0])
+
+
+@pytest.mark.parametrize("power", [0, 1])
+def test_nested_nodes_against_quad_across_huber_kinks(power):
+    """Default rule: adaptive along Theta*, Gauss-Hermite outside.  The inner integral has a
+    square-root singularity in u (where f(u) = huber_delta), which costs the outer Gauss-Hermite
+    about 1% here (documented); plain tensor Gauss-Hermite is worse."""
+    net, q = huber_net(), 0.5
+    ref = quad_expectation_of_D(net, q, power)
+    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]))
+    gh = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]), nodes="quadrature")
+    assert law.kind == "nested"
+    assert abs(moment(law, power) - ref) < 2e-2 * abs(ref)
+    assert abs(moment(law, power) - ref) < abs(moment(gh, power) - ref)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("power", [0, 1])
+def test_two_level_adaptive_nodes_are_exact_across_huber_kinks(power):
+    net, q = huber_net(), 0.5
+    ref = quad_expectation_of_D(net, q, power)
+    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]), nodes="adaptive")
+    assert abs(moment(law, power) - ref) < 1e-7
+
+
+def test_from_network_coordinates_reproduce_W(rng):
+    """u = M z + C^T zperp has E[u u^T] = Q and E[u z^T] = M."""
+    net = rmt.TwoLayerNet(2, "tanh", "square")
+    Q = np.array([[1.0, 0.3], [0.3, 0.5]])
+    M = np.array([[0.4], [0.2]])
+    law = rmt.SpikeLaw.from_network(rmt.MultiIndexModel("linear"), net, Q, M=M)
+    assert law.K == 3 and law.theta_dims == 1
+    # recover u from the curvature input is not exposed; check the second moments of zhat
+    np.testing.assert_allclose(law.expect(np.einsum("na,nb->nab", law.zhat, law.zhat)),
+                               np.eye(3), atol=1e-12)
+
+
+def test_from_hessian_is_the_empirical_law(rng):
+    net = rmt.TwoLayerNet(2, "tanh", "square")
+    data = PHASE.sample(300, 40, rng)
+    W = rng.standard_normal((40, 2)) / np.sqrt(40)
+    H = rmt.Hessian(net, data, W, weight_decay=0.1)
+    law = rmt.SpikeLaw.from_hessian(H, data.theta)
+    assert law.K == 3 and law.theta_dims == 1 and law.shift == 0.1
+    np.testing.assert_allclose(law.zhat[:, 0], data.X @ data.theta[:, 0], atol=1e-12)
+    np.testing.assert_allclose(law.D, H.D)
+    # the spike coordinates span (theta, W): W^T x is a linear function of zhat
+    U = data.X @ W
+    coef, *_ = np.linalg.lstsq(law.zhat, U, rcond=None)
+    np.testing.assert_allclose(law.zhat @ coef, U, atol=1e-10)
+
+
+def test_monte_carlo_law_reports_its_error(rng):
+    net = rmt.TwoLayerNet(2, "tanh", "logistic")
+    law = rmt.SpikeLaw.from_network(rmt.MultiIndexModel("sign_z1z2"), net, np.diag([0.5, 0.3]),
+                                    n_mc=20000, rng=rng)
+    assert law.kind == "monte_carlo" and law.K == 4
+    assert 0 < law.stderr < 0.01
