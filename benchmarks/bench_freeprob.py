@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,24 @@ def configs():
     """(name, net, Q, delta): softplus + Huber at W orthogonal to Theta* (M = 0)."""
     C4 = np.array([[0.5, 0.3, 0.1, -0.2], [0.0, 0.25, -0.35, 0.2]])  # rank 2: K = 1 + 2
     return [
-        ("m=1, K=2", rmt.TwoLayerNet(1, "softplus", "huber", huber_delta=2.0, a=[1.0]),
-         np.array([[0.25]]), 8.0),
-        ("m=2, K=3", rmt.TwoLayerNet(2, "softplus", "huber", huber_delta=2.0, a=[1.0, 1.0]),
-         np.diag([0.25, 0.15]), 4.0),
-        ("m=4, K=3", rmt.TwoLayerNet(4, "softplus", "huber", huber_delta=2.0, a=np.ones(4)),
-         C4.T @ C4, 4.0),
+        (
+            "m=1, K=2",
+            rmt.TwoLayerNet(1, "softplus", "huber", huber_delta=2.0, a=[1.0]),
+            np.array([[0.25]]),
+            8.0,
+        ),
+        (
+            "m=2, K=3",
+            rmt.TwoLayerNet(2, "softplus", "huber", huber_delta=2.0, a=[1.0, 1.0]),
+            np.diag([0.25, 0.15]),
+            4.0,
+        ),
+        (
+            "m=4, K=3",
+            rmt.TwoLayerNet(4, "softplus", "huber", huber_delta=2.0, a=np.ones(4)),
+            C4.T @ C4,
+            4.0,
+        ),
     ]
 
 
@@ -56,8 +69,10 @@ def run_simulation(net, Q, delta, d, seed):
     m = net.width
     data = PHASE.sample(int(delta * d), d, rng)
     vals, vecs = np.linalg.eigh(Q)
-    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[0]
-    W = B[:, 1:1 + m] @ (vecs * np.sqrt(np.clip(vals, 0, None))) @ vecs.T  # W^T W = Q
+    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[
+        0
+    ]
+    W = B[:, 1 : 1 + m] @ (vecs * np.sqrt(np.clip(vals, 0, None))) @ vecs.T  # W^T W = Q
     H = rmt.Hessian(net, data, W).to_dense()
     md = m * d
     lo_vals, lo_vecs = sl.eigh(H, subset_by_index=[0, 1])
@@ -82,40 +97,73 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     threads = set_threads(args.threads)
-    print(f"threads: numba {threads['numba']}, blas {threads['blas']}; "
-          f"load average before: {os.getloadavg()}")
+    print(
+        f"threads: numba {threads['numba']}, blas {threads['blas']}; "
+        f"load average before: {os.getloadavg()}"
+    )
     run_theory(*configs()[1][1:])  # compile the Numba kernels once
     rows = []
     for name, net, Q, delta in configs():
         law, edges, out = run_theory(net, Q, delta)
         lo_vals, hi_val, overlap = run_simulation(net, Q, delta, args.d, seed=1)
-        funcs = {"theory": lambda: run_theory(net, Q, delta),
-                 "simulation": lambda: run_simulation(net, Q, delta, args.d, seed=1)}
+        funcs = {
+            "theory": partial(run_theory, net, Q, delta),
+            "simulation": partial(run_simulation, net, Q, delta, args.d, 1),
+        }
         with LoadMeter() as meter:
             timing = time_round_robin(funcs, args.repeat)
         t_th, t_sim = timing["theory"]["median"], timing["simulation"]["median"]
         o = out[0] if out else None
-        row = dict(config=name, delta=delta, d=args.d, nodes=law.N, theory_s=t_th,
-                   simulation_s=t_sim, ratio=t_sim / t_th, other_load=meter.other_load,
-                   theory_lo=edges.lo, theory_hi=edges.hi, hi_kind=edges.hi_kind,
-                   theory_outlier=o.value if o else None,
-                   theory_overlap=o.overlap_theta if o else None, sim_bottom=float(lo_vals[0]),
-                   sim_second=float(lo_vals[1]), sim_top=float(hi_val), sim_overlap=overlap)
+        row = {
+            "config": name,
+            "delta": delta,
+            "d": args.d,
+            "nodes": law.N,
+            "theory_s": t_th,
+            "simulation_s": t_sim,
+            "ratio": t_sim / t_th,
+            "other_load": meter.other_load,
+            "theory_lo": edges.lo,
+            "theory_hi": edges.hi,
+            "hi_kind": edges.hi_kind,
+            "theory_outlier": o.value if o else None,
+            "theory_overlap": o.overlap_theta if o else None,
+            "sim_bottom": float(lo_vals[0]),
+            "sim_second": float(lo_vals[1]),
+            "sim_top": float(hi_val),
+            "sim_overlap": overlap,
+        }
         rows.append(row)
-        print(f"{name} delta={delta}: theory {t_th * 1e3:8.1f} ms ({law.N} nodes), "
-              f"dense d={args.d} {t_sim:6.1f} s, ratio {t_sim / t_th:7.0f}x, "
-              f"other processes {meter.other_load:.2f} cores")
-        print(f"    theory: lo {edges.lo:.4f} hi {edges.hi:.4f} ({edges.hi_kind}) outlier "
-              f"{row['theory_outlier']} overlap {row['theory_overlap']}")
-        print(f"    dense : 2nd {lo_vals[1]:.4f} top {hi_val:.4f} bottom {lo_vals[0]:.4f} "
-              f"overlap {overlap:.3f}")
-    for model in [PHASE, rmt.MultiIndexModel("norm2", k=3),
-                  rmt.MultiIndexModel("phase_retrieval", noise=0.5)]:
-        t, res = best_time(lambda: rmt.delta_alg(model), 3)
-        print(f"delta_alg({model.name}, k={model.k}, noise={model.noise}) = {res.value:.10f} "
-              f"in {t * 1e3:.1f} ms")
-        rows.append(dict(config=f"delta_alg {model.name} k={model.k} noise={model.noise}",
-                         value=res.value, theory_s=t))
+        print(
+            f"{name} delta={delta}: theory {t_th * 1e3:8.1f} ms ({law.N} nodes), "
+            f"dense d={args.d} {t_sim:6.1f} s, ratio {t_sim / t_th:7.0f}x, "
+            f"other processes {meter.other_load:.2f} cores"
+        )
+        print(
+            f"    theory: lo {edges.lo:.4f} hi {edges.hi:.4f} ({edges.hi_kind}) outlier "
+            f"{row['theory_outlier']} overlap {row['theory_overlap']}"
+        )
+        print(
+            f"    dense : 2nd {lo_vals[1]:.4f} top {hi_val:.4f} bottom {lo_vals[0]:.4f} "
+            f"overlap {overlap:.3f}"
+        )
+    for model in [
+        PHASE,
+        rmt.MultiIndexModel("norm2", k=3),
+        rmt.MultiIndexModel("phase_retrieval", noise=0.5),
+    ]:
+        t, res = best_time(partial(rmt.delta_alg, model), 3)
+        print(
+            f"delta_alg({model.name}, k={model.k}, noise={model.noise}) = {res.value:.10f} "
+            f"in {t * 1e3:.1f} ms"
+        )
+        rows.append(
+            {
+                "config": f"delta_alg {model.name} k={model.k} noise={model.noise}",
+                "value": res.value,
+                "theory_s": t,
+            }
+        )
     print(f"load average after: {os.getloadavg()}")
     out_dir = Path(__file__).parent / "results"
     out_dir.mkdir(exist_ok=True)

@@ -43,7 +43,9 @@ def mp_scalar_stieltjes(zeta, delta):
     return roots[np.argmin(np.abs(roots))]
 
 
-@pytest.mark.parametrize("zeta", [1.0 + 0.5j, 0.3 + 1e-3j, 2.5 + 2j, -0.7 + 0j, 5.0 + 0j])
+@pytest.mark.parametrize(
+    "zeta", [1.0 + 0.5j, 0.3 + 1e-3j, 2.5 + 2j, -0.7 + 0j, 5.0 + 0j]
+)
 def test_stieltjes_matches_marchenko_pastur_quadratic(zeta):
     delta = 2.0
     res = rmt.stieltjes(constant_law(2), delta, zeta)
@@ -70,12 +72,18 @@ def test_m1_fold_agrees_with_closed_form_inverse():
     delta = 3.0
     lo, hi = rmt.bulk_edges(law, delta)
     # left: s in (0, delta/1.5), zeta has a maximum; right: s in (-delta/3, 0), a minimum
-    left = optimize.minimize_scalar(lambda s: -scalar_zeta(s, T_vals, w, delta),
-                                    bounds=(1e-6, delta / 1.5 - 1e-9), method="bounded",
-                                    options={"xatol": 1e-12})
-    right = optimize.minimize_scalar(lambda s: scalar_zeta(s, T_vals, w, delta),
-                                     bounds=(-delta / 3.0 + 1e-9, -1e-6), method="bounded",
-                                     options={"xatol": 1e-12})
+    left = optimize.minimize_scalar(
+        lambda s: -scalar_zeta(s, T_vals, w, delta),
+        bounds=(1e-6, delta / 1.5 - 1e-9),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
+    right = optimize.minimize_scalar(
+        lambda s: scalar_zeta(s, T_vals, w, delta),
+        bounds=(-delta / 3.0 + 1e-9, -1e-6),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     assert abs(lo - (-left.fun)) < 1e-9
     assert abs(hi - right.fun) < 1e-9
 
@@ -125,7 +133,7 @@ def test_newton_jacobian_matches_finite_differences(rng):
     law = rmt.SpikeLaw(rng.standard_normal((30, 2)), A + np.swapaxes(A, 1, 2))
     mp = MPSystem(law, 2.0)
     G = np.diag([0.1, 0.15, 0.12]) + 0.01
-    R0, J, _ = mp.residual_jacobian(G, -3.0)
+    _, J, _ = mp.residual_jacobian(G, -3.0)
     h = 1e-7
     for q in range(mp.e.size):
         dg = np.zeros(mp.e.size)
@@ -137,10 +145,14 @@ def test_newton_jacobian_matches_finite_differences(rng):
 
 # -- scalar spectral estimator: published values (Lu & Li 2017; THEORY.md section 4) --------
 def lu_li_law():
-    return rmt.SpikeLaw.spectral(PHASE, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0))
+    return rmt.SpikeLaw.spectral(
+        PHASE, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0)
+    )
 
 
-@pytest.mark.parametrize("delta, value, overlap", [(1.0, 1.000, 0.230), (2.0, 0.500, 0.639)])
+@pytest.mark.parametrize(
+    "delta, value, overlap", [(1.0, 1.000, 0.230), (2.0, 0.500, 0.639)]
+)
 def test_lu_li_published_outlier_and_overlap(delta, value, overlap):
     """Published to three decimals (0.2307 is printed as 0.230: truncated, so tolerance 1e-3);
     the same numbers by adaptive quad agree to 1e-9."""
@@ -149,7 +161,9 @@ def test_lu_li_published_outlier_and_overlap(delta, value, overlap):
     assert abs(out[0].value - value) < 1e-3
     assert abs(out[0].overlap_theta - overlap) < 1e-3
     assert out[0].overlap_spike == pytest.approx(out[0].overlap_theta)
-    _, value_ref, overlap_ref = scalar_reference_outlier(lambda y: 1.0 - 1.0 / y, [0.0], delta)
+    _, value_ref, overlap_ref = scalar_reference_outlier(
+        lambda y: 1.0 - 1.0 / y, [0.0], delta
+    )
     assert abs(out[0].value - value_ref) < 1e-9
     assert abs(out[0].overlap_theta - overlap_ref) < 1e-9
 
@@ -162,8 +176,9 @@ def test_lu_li_published_threshold():
 @pytest.mark.parametrize("c", [2.0, 3.0])
 def test_boundary_threshold_c_over_two_with_exact_supremum(c):
     """T = (y-1)/(y+c-1): sup T = 1 only as y -> inf; with T_bounds the threshold is c/2."""
-    law = rmt.SpikeLaw.spectral(PHASE, lambda y: (y - 1) / (y + c - 1),
-                                T_bounds=(-1.0 / (c - 1.0), 1.0))
+    law = rmt.SpikeLaw.spectral(
+        PHASE, lambda y: (y - 1) / (y + c - 1), T_bounds=(-1.0 / (c - 1.0), 1.0)
+    )
     res = rmt.bbp_threshold(law, side="right", delta_range=(0.2, 5.0))
     assert res.found and abs(res.delta - c / 2) < 1e-8
     out = rmt.outliers(law, 1.1 * c / 2, side="right")
@@ -180,20 +195,31 @@ def test_boundary_threshold_without_supremum_is_documented_bias():
 
 # -- non-smooth preprocessing: adaptive nodes against scipy.integrate.quad ----------------
 def quad_expect(f, kinks):
-    pts = sorted(set([k for k in kinks if -12 < k < 12]))
-    val, _ = integrate.quad(lambda z: f(z) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi), -12, 12,
-                            points=pts or None, limit=400, epsabs=1e-13, epsrel=1e-12)
+    pts = sorted({k for k in kinks if -12 < k < 12})
+    val, _ = integrate.quad(
+        lambda z: f(z) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi),
+        -12,
+        12,
+        points=pts or None,
+        limit=400,
+        epsabs=1e-13,
+        epsrel=1e-12,
+    )
     return val
 
 
 def scalar_reference_outlier(T, kinks, delta):
     """THEORY.md section 4, m = K = 1, every expectation by adaptive quad (independent code)."""
+
     def EF(s, p):
-        return quad_expect(lambda z: (z * z) ** p * T(z * z) / (1 + T(z * z) * s / delta), kinks)
+        return quad_expect(
+            lambda z: (z * z) ** p * T(z * z) / (1 + T(z * z) * s / delta), kinks
+        )
 
     def EF2(s, p):
-        return quad_expect(lambda z: (z * z) ** p * (T(z * z) / (1 + T(z * z) * s / delta)) ** 2,
-                           kinks)
+        return quad_expect(
+            lambda z: (z * z) ** p * (T(z * z) / (1 + T(z * z) * s / delta)) ** 2, kinks
+        )
 
     def dzeta(s):
         return 1 / s**2 - EF2(s, 0) / delta
@@ -201,7 +227,9 @@ def scalar_reference_outlier(T, kinks, delta):
     tmax = T(144.0)
     s_pole = -delta / tmax
     s_edge = optimize.brentq(dzeta, s_pole * (1 - 1e-9), -1e-3, xtol=1e-14)
-    s_out = optimize.brentq(lambda s: s * (EF(s, 1) - EF(s, 0)) + 1, s_edge, -1e-4, xtol=1e-14)
+    s_out = optimize.brentq(
+        lambda s: s * (EF(s, 1) - EF(s, 0)) + 1, s_edge, -1e-4, xtol=1e-14
+    )
     value = -1 / s_out + EF(s_out, 0)
     overlap = 1 / (1 + EF2(s_out, 1) / (delta * dzeta(s_out)))
     return -1 / s_edge + EF(s_edge, 0), value, overlap
@@ -225,7 +253,9 @@ def test_nonsmooth_preprocessing_matches_adaptive_quad(name):
     assert abs(out[0].value - value_ref) < 1e-7 * abs(value_ref)
     assert abs(out[0].overlap_theta - overlap_ref) < 1e-7
     # plain Gauss-Hermite is visibly off across the kinks
-    gh = rmt.SpikeLaw.spectral(PHASE, lambda y: np.asarray(T(y), dtype=float), nodes="quadrature")
+    gh = rmt.SpikeLaw.spectral(
+        PHASE, lambda y: np.asarray(T(y), dtype=float), nodes="quadrature"
+    )
     assert abs(rmt.bulk_edges(gh, delta).hi - edge_ref) > 1e-3 * abs(edge_ref)
 
 
@@ -262,7 +292,8 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="weights"):
         rmt.SpikeLaw(np.zeros((2, 1)), np.ones(2), weights=[0.7, 0.7])
     with pytest.raises(ValueError, match="positive semidefinite"):
-        rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1), np.array([[0.1]]),
-                                  M=np.array([[1.0]]))
+        rmt.SpikeLaw.from_network(
+            PHASE, rmt.TwoLayerNet(1), np.array([[0.1]]), M=np.array([[1.0]])
+        )
     with pytest.raises(ValueError, match="delta_range"):
         rmt.bbp_threshold(law, delta_range=(2.0, 1.0))

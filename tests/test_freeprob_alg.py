@@ -7,14 +7,17 @@ from scipy import integrate
 import rmt
 
 
-@pytest.mark.parametrize("name, k, expected", [
-    ("phase_retrieval", None, 0.5),
-    ("abs", None, 0.5),               # E[z^2 | |z|] = y^2: E[(z^2-1)^2] = 2
-    ("norm2", 2, 1.0),
-    ("norm2", 3, 1.5),
-    ("norm2", 5, 2.5),
-    ("sign_z1z2", None, np.pi ** 2 / 4),  # G(y) = (2/pi) y [[0,1],[1,0]]
-])
+@pytest.mark.parametrize(
+    "name, k, expected",
+    [
+        ("phase_retrieval", None, 0.5),
+        ("abs", None, 0.5),  # E[z^2 | |z|] = y^2: E[(z^2-1)^2] = 2
+        ("norm2", 2, 1.0),
+        ("norm2", 3, 1.5),
+        ("norm2", 5, 2.5),
+        ("sign_z1z2", None, np.pi**2 / 4),  # G(y) = (2/pi) y [[0,1],[1,0]]
+    ],
+)
 def test_known_values(name, k, expected):
     res = rmt.delta_alg(rmt.MultiIndexModel(name, k=k))
     assert abs(res.value - expected) < 1e-10
@@ -33,6 +36,7 @@ def phi(t):
 
 def test_z1z2_against_nested_quad():
     """a(y) = E[z1^2 | z1 z2 = y] from its defining integrals, no Bessel functions."""
+
     def cond(y, p):  # int |t|^(2p-1) phi(t) phi(y/t) dt over t > 0, times 2
         f = lambda t: t ** (2 * p - 1) * phi(t) * phi(y / t)
         return 2 * integrate.quad(f, 0, np.inf, limit=200, epsabs=1e-14)[0]
@@ -41,8 +45,11 @@ def test_z1z2_against_nested_quad():
         p, a = cond(y, 0), cond(y, 1) / cond(y, 0)
         return p * np.array([(a - 1) ** 2, y * y])
 
-    m = 2 * np.array(integrate.quad_vec(moments, 1e-12, 40, epsabs=1e-11, points=[1e-6, 1e-3,
-                                                                              0.1, 1.0])[0])
+    m = 2 * np.array(
+        integrate.quad_vec(
+            moments, 1e-12, 40, epsabs=1e-11, points=[1e-6, 1e-3, 0.1, 1.0]
+        )[0]
+    )
     # on symmetric 2x2 M, E[G M G] with G = (a-1) I + y P has eigenvalues
     # E[(a-1)^2] + E[y^2] (M = I or P) and E[(a-1)^2] - E[y^2] (M = diag(1,-1))
     nu1 = m[0] + m[1]

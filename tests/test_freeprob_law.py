@@ -1,5 +1,7 @@
 """SpikeLaw constructors against direct computations and scipy.integrate.quad."""
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import integrate
@@ -21,17 +23,27 @@ def quad_expectation_of_D(net, q, power):
     def inner(g):
         u = np.sqrt(q) * g
         f = net.sigma(np.array([[u]]))[0][0, 0] * net.a[0]
-        kinks = [np.sqrt(v) for v in (f - net.huber_delta, f + net.huber_delta) if v > 0]
+        kinks = [
+            np.sqrt(v) for v in (f - net.huber_delta, f + net.huber_delta) if v > 0
+        ]
         cuts = sorted([-10.0, 10.0] + kinks + [-k for k in kinks])
         total = 0.0
-        for a, b in zip(cuts[:-1], cuts[1:]):
+        for a, b in itertools.pairwise(cuts):
             z = 0.5 * (a + b) + 0.5 * (b - a) * x
             D = net.curvature(np.full((z.size, 1), u), z * z)[:, 0, 0]
-            total += 0.5 * (b - a) * np.sum(w * z ** (2 * power) * D * np.exp(-z * z / 2))
+            total += (
+                0.5 * (b - a) * np.sum(w * z ** (2 * power) * D * np.exp(-z * z / 2))
+            )
         return total / np.sqrt(2 * np.pi)
 
-    return integrate.quad(lambda g: inner(g) * np.exp(-g * g / 2) / np.sqrt(2 * np.pi), -10, 10,
-                          limit=400, epsabs=1e-12, epsrel=1e-12)[0]
+    return integrate.quad(
+        lambda g: inner(g) * np.exp(-g * g / 2) / np.sqrt(2 * np.pi),
+        -10,
+        10,
+        limit=400,
+        epsabs=1e-12,
+        epsrel=1e-12,
+    )[0]
 
 
 def moment(law, power):
@@ -69,8 +81,9 @@ def test_from_network_coordinates_reproduce_W(rng):
     law = rmt.SpikeLaw.from_network(rmt.MultiIndexModel("linear"), net, Q, M=M)
     assert law.K == 3 and law.theta_dims == 1
     # recover u from the curvature input is not exposed; check the second moments of zhat
-    np.testing.assert_allclose(law.expect(np.einsum("na,nb->nab", law.zhat, law.zhat)),
-                               np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(
+        law.expect(np.einsum("na,nb->nab", law.zhat, law.zhat)), np.eye(3), atol=1e-12
+    )
 
 
 def test_from_hessian_is_the_empirical_law(rng):
@@ -90,7 +103,8 @@ def test_from_hessian_is_the_empirical_law(rng):
 
 def test_monte_carlo_law_reports_its_error(rng):
     net = rmt.TwoLayerNet(2, "tanh", "logistic")
-    law = rmt.SpikeLaw.from_network(rmt.MultiIndexModel("sign_z1z2"), net, np.diag([0.5, 0.3]),
-                                    n_mc=20000, rng=rng)
+    law = rmt.SpikeLaw.from_network(
+        rmt.MultiIndexModel("sign_z1z2"), net, np.diag([0.5, 0.3]), n_mc=20000, rng=rng
+    )
     assert law.kind == "monte_carlo" and law.K == 4
     assert 0 < law.stderr < 0.01

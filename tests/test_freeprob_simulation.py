@@ -30,15 +30,17 @@ def simulate(m, d, seed):
     rng = np.random.default_rng(seed)
     n = int(DELTA * d)
     data = PHASE.sample(n, d, rng)
-    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[0]
-    W = B[:, 1:1 + m] * np.sqrt(np.diag(q_matrix(m)))
+    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[
+        0
+    ]
+    W = B[:, 1 : 1 + m] * np.sqrt(np.diag(q_matrix(m)))
     D = softplus_huber(m).curvature(data.X @ W, data.y)
     H = np.empty((m * d, m * d))
     for j in range(m):
         for k in range(j, m):
             block = data.X.T @ (D[:, j, k, None] * data.X) / n
-            H[j * d:(j + 1) * d, k * d:(k + 1) * d] = block
-            H[k * d:(k + 1) * d, j * d:(j + 1) * d] = block.T
+            H[j * d : (j + 1) * d, k * d : (k + 1) * d] = block
+            H[k * d : (k + 1) * d, j * d : (j + 1) * d] = block.T
     vals, vecs = sl.eigh(H, overwrite_a=True, check_finite=False)
     v = vecs[:, 0].reshape(m, d)
     return vals, float(np.sum((v @ data.theta) ** 2))
@@ -88,6 +90,8 @@ def test_two_neuron_hessian_against_dense_simulation_d2000():
     width = edges.hi - edges.lo
     assert abs(bottom - out.value) < 0.02 * abs(out.value)
     assert abs(np.mean([o for _, o in sims]) - out.overlap_theta) < 0.05
-    assert abs(lo_sim - edges.lo) < 0.02 * width and abs(hi_sim - edges.hi) < 0.02 * abs(edges.hi)
+    assert abs(lo_sim - edges.lo) < 0.02 * width and abs(
+        hi_sim - edges.hi
+    ) < 0.02 * abs(edges.hi)
     for vals, _ in sims:
         assert kolmogorov_distance(law, edges, vals[1:]) < 0.02

@@ -63,8 +63,13 @@ def _radial_rule(k, width):
 
 def _latent_z1z2(width):
     """``t = z1 z2`` with density ``K0(|t|)/pi``: graded panels near the log singularity at 0."""
-    edges = np.concatenate([[0.0], np.geomspace(1e-12, 1.0, 40),
-                            1.0 + _label_edges(39.0, min(width, 0.5))[1:]])
+    edges = np.concatenate(
+        [
+            [0.0],
+            np.geomspace(1e-12, 1.0, 40),
+            1.0 + _label_edges(39.0, min(width, 0.5))[1:],
+        ]
+    )
     r, wr = _panel_rule(edges, lambda x: k0e(x) * np.exp(-x) / np.pi)
     t = np.concatenate([-r[::-1], r])
     wt = np.concatenate([wr[::-1], wr])
@@ -82,8 +87,10 @@ def _latent_rule(model: MultiIndexModel):
         r, w = _radial_rule(1, width)
         return w, r * r, (r * r - 1.0)[:, None, None]
     if name == "abs":
-        r, w = _panel_rule(_label_edges(13.0, width), lambda x: 2 * np.exp(-x * x / 2) /
-                           np.sqrt(2 * np.pi))
+        r, w = _panel_rule(
+            _label_edges(13.0, width),
+            lambda x: 2 * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+        )
         return w / w.sum(), r, (r * r - 1.0)[:, None, None]
     if name == "norm2":
         r, w = _radial_rule(k, width)  # E[z z^T | |z| = r] = (r^2 / k) I
@@ -122,12 +129,14 @@ def _posterior_G(t_w, y_t, Gam, noise, y):
     """``E[Gamma(t) | y]`` and ``p(y)`` on a grid of ``y``, in chunks."""
     out, dens = np.empty((y.size,) + Gam.shape[1:]), np.empty(y.size)
     for s in range(0, y.size, 2000):
-        yy = y[s:s + 2000]
+        yy = y[s : s + 2000]
         lik = t_w[None, :] * np.exp(-0.5 * ((yy[:, None] - y_t[None, :]) / noise) ** 2)
         lik /= noise * np.sqrt(2.0 * np.pi)
         p = lik.sum(axis=1)
-        dens[s:s + 2000] = p
-        out[s:s + 2000] = np.einsum("yn,nij->yij", lik, Gam) / np.maximum(p, 1e-300)[:, None, None]
+        dens[s : s + 2000] = p
+        out[s : s + 2000] = (
+            np.einsum("yn,nij->yij", lik, Gam) / np.maximum(p, 1e-300)[:, None, None]
+        )
     return out, dens
 
 
@@ -140,16 +149,21 @@ def delta_alg(model) -> DeltaAlg:
     if not isinstance(model, MultiIndexModel) or model._target is None:
         raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
     if not model.even:
-        return DeltaAlg(0.0, np.inf, np.zeros((model.k, model.k)),
-                        "E[z | y] != 0: the direction is learned at any delta")
+        return DeltaAlg(
+            0.0,
+            np.inf,
+            np.zeros((model.k, model.k)),
+            "E[z | y] != 0: the direction is learned at any delta",
+        )
     w, y_t, Gam = _latent_rule(model)
     if model.noise == 0.0:
         Gs, weights = Gam, w
     else:
         s = model.noise
         lo, hi = y_t.min() - 12 * s, y_t.max() + 12 * s
-        y, wy = _panel_rule(np.linspace(lo, hi, int(np.ceil((hi - lo) / (0.25 * s))) + 1),
-                            np.ones_like)
+        y, wy = _panel_rule(
+            np.linspace(lo, hi, int(np.ceil((hi - lo) / (0.25 * s))) + 1), np.ones_like
+        )
         Gs, p = _posterior_G(w, y_t, Gam, s, y)
         weights = wy * p
     L, B = _operator(Gs, weights)

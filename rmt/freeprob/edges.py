@@ -70,7 +70,9 @@ def _bordered(mp: MPSystem, G, zeta):
     if R is None:
         return None, None, scale, 1.0
     p = mp.e.size
-    s = float(np.max(np.abs(np.linalg.inv(G)))) ** 2  # the size of J's G^{-1} dG G^{-1} term
+    s = (
+        float(np.max(np.abs(np.linalg.inv(G)))) ** 2
+    )  # the size of J's G^{-1} dG G^{-1} term
     A = np.zeros((p + 1, p + 1))
     A[:p, :p] = J / s
     A[:p, p] = -mp.e
@@ -128,10 +130,14 @@ def _start(mp: MPSystem, side):
     zeta0 = side * mp.far(side)
     st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
     if st is None:
-        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
+        raise ConvergenceError(
+            f"Newton failed at the starting point zeta = {zeta0:.3g}"
+        )
     pt = solve_at_tau(mp, float(np.trace(st.G)) / mp.m, st.G, zeta0)
     if pt is None:
-        raise ConvergenceError(f"extended Newton failed at the starting point zeta = {zeta0:.3g}")
+        raise ConvergenceError(
+            f"extended Newton failed at the starting point zeta = {zeta0:.3g}"
+        )
     pt.margin = mp.pole_margin(pt.G, side)
     return pt
 
@@ -201,7 +207,9 @@ def find_fold(mp: MPSystem, side, max_steps=400):
     raise ConvergenceError(
         f"no fold of the real branch found on the {'left' if side < 0 else 'right'} after "
         f"{steps} continuation steps (last tau = {pt.tau:.6g}, zeta = {pt.zeta:.6g}, "
-        f"h = {pt.h:.3g}); the law may reach a pole without a fold", partial=pt)
+        f"h = {pt.h:.3g}); the law may reach a pole without a fold",
+        partial=pt,
+    )
 
 
 def _refine(mp, a, b, side):
@@ -215,12 +223,13 @@ def _refine(mp, a, b, side):
         near = cache["pt"]
         new = _advance(mp, near, tau, side) or _advance(mp, a, tau, side)
         if new is None:
-            raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
+            raise ConvergenceError(
+                f"extended Newton failed at tau = {tau:.17g} near the fold"
+            )
         cache["pt"] = new
         return new.h
 
     if b.h == 0.0:
         return b
-    tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10,
-                      maxiter=200)
+    tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10, maxiter=200)
     return _advance(mp, cache["pt"], tau_star, side) or cache["pt"]

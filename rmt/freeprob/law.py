@@ -44,25 +44,46 @@ class SpikeLaw:
         ``E[zhat zhat^T (x) D]``: an estimate of the discretisation error of the law.
     """
 
-    def __init__(self, zhat, D, weights=None, theta_dims=None, *, shift=0.0,
-                 unbounded=(False, False), d_bounds=None, kind="custom", stderr=None,
-                 unbounded_reason=""):
+    def __init__(
+        self,
+        zhat,
+        D,
+        weights=None,
+        theta_dims=None,
+        *,
+        shift=0.0,
+        unbounded=(False, False),
+        d_bounds=None,
+        kind="custom",
+        stderr=None,
+        unbounded_reason="",
+    ):
         zhat = as_float_array(zhat, "zhat")
         zhat = zhat[:, None] if zhat.ndim == 1 else zhat
         D = as_float_array(D, "D")
         D = D[:, None, None] if D.ndim == 1 else D
         if zhat.ndim != 2 or D.ndim != 3 or D.shape[1] != D.shape[2]:
-            raise ValueError(f"zhat must be (N, K) and D (N, m, m); got {zhat.shape}, {D.shape}")
+            raise ValueError(
+                f"zhat must be (N, K) and D (N, m, m); got {zhat.shape}, {D.shape}"
+            )
         if D.shape[0] != zhat.shape[0]:
-            raise ValueError(f"zhat and D need the same N; got {zhat.shape[0]} and {D.shape[0]}")
+            raise ValueError(
+                f"zhat and D need the same N; got {zhat.shape[0]} and {D.shape[0]}"
+            )
         if not np.allclose(D, np.swapaxes(D, 1, 2), rtol=1e-12, atol=1e-14):
             raise ValueError("every D_i must be symmetric")
         N = zhat.shape[0]
-        w = np.full(N, 1.0 / N) if weights is None else as_float_array(weights, "weights", ndim=1)
+        w = (
+            np.full(N, 1.0 / N)
+            if weights is None
+            else as_float_array(weights, "weights", ndim=1)
+        )
         if w.shape[0] != N or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-10:
             raise ValueError("weights must be N nonnegative numbers summing to one")
         K = zhat.shape[1]
-        theta_dims = K if theta_dims is None else check_positive_int(theta_dims, "theta_dims", 0)
+        theta_dims = (
+            K if theta_dims is None else check_positive_int(theta_dims, "theta_dims", 0)
+        )
         if theta_dims > K:
             raise ValueError(f"theta_dims must be <= K = {K}; got {theta_dims}")
         self.zhat, self.D, self.weights, self.theta_dims = zhat, D, w, theta_dims
@@ -84,13 +105,18 @@ class SpikeLaw:
     def _flag_extreme_nodes(self):
         """Nodes beyond ``1e6`` times the typical size mean a singular ``D`` (e.g. ``1/y``)."""
         for idx, value in enumerate(self.node_range):
-            if not self.unbounded[idx] and abs(value) > 1e6 * self.scale and \
-                    np.sign(value) == (-1, 1)[idx]:
+            if (
+                not self.unbounded[idx]
+                and abs(value) > 1e6 * self.scale
+                and np.sign(value) == (-1, 1)[idx]
+            ):
                 flags = list(self.unbounded)
                 flags[idx] = True
                 self.unbounded = tuple(flags)
-                self.unbounded_reason += (f"; node value {value:.3g} exceeds 1e6 times the typical "
-                                          f"size {self.scale:.3g} of D")
+                self.unbounded_reason += (
+                    f"; node value {value:.3g} exceeds 1e6 times the typical "
+                    f"size {self.scale:.3g} of D"
+                )
 
     def _check_bounds(self, d_bounds):
         if d_bounds is None:
@@ -100,7 +126,9 @@ class SpikeLaw:
         lo, hi = float(d_bounds[0]), float(d_bounds[1])
         dmin, dmax = self.D.min(), self.D.max()
         if not (lo <= dmin and hi >= dmax):
-            raise ValueError(f"d_bounds {d_bounds} must contain the node range [{dmin}, {dmax}]")
+            raise ValueError(
+                f"d_bounds {d_bounds} must contain the node range [{dmin}, {dmax}]"
+            )
         return lo, hi
 
     N = property(lambda self: self.zhat.shape[0])
@@ -108,8 +136,10 @@ class SpikeLaw:
     m = property(lambda self: self.D.shape[1])
 
     def __repr__(self):
-        return (f"SpikeLaw(N={self.N}, K={self.K}, m={self.m}, theta_dims={self.theta_dims}, "
-                f"kind={self.kind!r}, unbounded={self.unbounded})")
+        return (
+            f"SpikeLaw(N={self.N}, K={self.K}, m={self.m}, theta_dims={self.theta_dims}, "
+            f"kind={self.kind!r}, unbounded={self.unbounded})"
+        )
 
     def expect(self, values):
         """Weighted mean over the nodes (first axis of ``values``)."""
@@ -117,8 +147,18 @@ class SpikeLaw:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def from_network(cls, model, net, Q, M=None, nodes="auto", order=None, n_mc=200_000,
-                     rng=None, weight_decay=0.0):
+    def from_network(
+        cls,
+        model,
+        net,
+        Q,
+        M=None,
+        nodes="auto",
+        order=None,
+        n_mc=200_000,
+        rng=None,
+        weight_decay=0.0,
+    ):
         """Gaussian law of ``(zhat, D)`` for the Hessian at a data-independent ``W``.
 
         ``Q = W^T W`` (``m x m``) and ``M = W^T Theta*`` (``m x k``, default 0) fix the law:
@@ -138,20 +178,26 @@ class SpikeLaw:
         from ..network import TwoLayerNet
 
         if not isinstance(model, MultiIndexModel) or model._target is None:
-            raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
+            raise TypeError(
+                "model must be an rmt.MultiIndexModel with a registry target"
+            )
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
         k, m = model.k, net.width
         Q = as_float_array(Q, "Q", ndim=2)
         M = np.zeros((m, k)) if M is None else as_float_array(M, "M", ndim=2)
         if Q.shape != (m, m) or M.shape != (m, k):
-            raise ValueError(f"Q must be ({m}, {m}) and M ({m}, {k}); got {Q.shape}, {M.shape}")
+            raise ValueError(
+                f"Q must be ({m}, {m}) and M ({m}, {k}); got {Q.shape}, {M.shape}"
+            )
         C = _perp_factor(Q, M)
         K = k + C.shape[0]
         dims = K + (1 if model.noise > 0 else 0)
 
         def curvature(pts):
-            y = model.link(pts[:, :k]) + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
+            y = model.link(pts[:, :k]) + (
+                model.noise * pts[:, K] if model.noise > 0 else 0.0
+            )
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
         if nodes == "auto" and k == 1 and 2 <= dims <= 3 and _non_smooth(net):
@@ -159,8 +205,17 @@ class SpikeLaw:
         g = _nodes_for(curvature, dims, nodes, order, n_mc, rng)
         D = curvature(g.points)
         unb, reason = probe_unbounded(curvature, dims)
-        return cls(g.points[:, :K], D, g.weights, k, shift=weight_decay, unbounded=unb,
-                   kind=g.kind, stderr=_mc_stderr(g, D), unbounded_reason=reason)
+        return cls(
+            g.points[:, :K],
+            D,
+            g.weights,
+            k,
+            shift=weight_decay,
+            unbounded=unb,
+            kind=g.kind,
+            stderr=_mc_stderr(g, D),
+            unbounded_reason=reason,
+        )
 
     @classmethod
     def from_hessian(cls, hessian, theta):
@@ -172,23 +227,36 @@ class SpikeLaw:
         from ..hessian import Hessian
 
         if not isinstance(hessian, Hessian):
-            raise TypeError(f"hessian must be an rmt.Hessian; got {type(hessian).__name__}")
+            raise TypeError(
+                f"hessian must be an rmt.Hessian; got {type(hessian).__name__}"
+            )
         theta = as_float_array(theta, "theta")
         theta = theta[:, None] if theta.ndim == 1 else theta
-        if theta.shape[0] != hessian.d or not np.allclose(theta.T @ theta, np.eye(theta.shape[1]),
-                                                          atol=1e-8):
-            raise ValueError(f"theta must be (d={hessian.d}, k) with orthonormal columns")
+        if theta.shape[0] != hessian.d or not np.allclose(
+            theta.T @ theta, np.eye(theta.shape[1]), atol=1e-8
+        ):
+            raise ValueError(
+                f"theta must be (d={hessian.d}, k) with orthonormal columns"
+            )
         Wp = hessian.W - theta @ (theta.T @ hessian.W)
         U, s, _ = np.linalg.svd(Wp, full_matrices=False)
         keep = s > 1e-10 * max(1.0, s.max(initial=0.0))
         B = np.concatenate([theta, U[:, keep]], axis=1)
         zhat = hessian.data.X @ B
-        return cls(zhat, hessian.D, None, theta.shape[1], shift=hessian.weight_decay,
-                   kind="empirical", unbounded_reason="empirical law: boundedness not assessed")
+        return cls(
+            zhat,
+            hessian.D,
+            None,
+            theta.shape[1],
+            shift=hessian.weight_decay,
+            kind="empirical",
+            unbounded_reason="empirical law: boundedness not assessed",
+        )
 
     @classmethod
-    def spectral(cls, model, T, nodes="auto", order=None, n_mc=200_000, rng=None,
-                 T_bounds=None):
+    def spectral(
+        cls, model, T, nodes="auto", order=None, n_mc=200_000, rng=None, T_bounds=None
+    ):
         """Law of the spectral estimator ``(1/n) sum_i T(y_i) x_i x_i^T`` (``m = 1``, ``K = k``).
 
         For a noiseless ``k = 1`` model, ``nodes="auto"`` uses ``adaptive_gauss_1d``, accurate
@@ -197,14 +265,18 @@ class SpikeLaw:
         when a supremum is reached only as ``y -> inf`` (THEORY.md section 4, threshold ``c/2``).
         """
         if not isinstance(model, MultiIndexModel) or model._target is None:
-            raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
+            raise TypeError(
+                "model must be an rmt.MultiIndexModel with a registry target"
+            )
         if not callable(T):
             raise TypeError(f"T must be a callable y -> T(y); got {type(T).__name__}")
         k = model.k
         dims = k + (1 if model.noise > 0 else 0)
 
         def preprocess(pts):
-            y = model.link(pts[:, :k]) + (model.noise * pts[:, k] if model.noise > 0 else 0.0)
+            y = model.link(pts[:, :k]) + (
+                model.noise * pts[:, k] if model.noise > 0 else 0.0
+            )
             return as_float_array(T(y), "T(y)", ndim=1)[:, None, None]
 
         g = _nodes_for(preprocess, dims, nodes, order, n_mc, rng)
@@ -217,8 +289,17 @@ class SpikeLaw:
             unb = (lo == -np.inf, hi == np.inf)
             reason = f"T_bounds = ({lo}, {hi}) given by the caller"
             d_bounds = (lo, hi)
-        return cls(g.points[:, :k], D, g.weights, k, unbounded=unb, d_bounds=d_bounds,
-                   kind=g.kind, stderr=_mc_stderr(g, D), unbounded_reason=reason)
+        return cls(
+            g.points[:, :k],
+            D,
+            g.weights,
+            k,
+            unbounded=unb,
+            d_bounds=d_bounds,
+            kind=g.kind,
+            stderr=_mc_stderr(g, D),
+            unbounded_reason=reason,
+        )
 
 
 def _non_smooth(net):
@@ -234,8 +315,10 @@ def _perp_factor(Q, M):
     vals, vecs = np.linalg.eigh(0.5 * (P + P.T))
     tol = 1e-10 * max(1.0, np.abs(Q).max())
     if vals.min() < -tol:
-        raise ValueError(f"Q - M M^T must be positive semidefinite; its smallest eigenvalue is "
-                         f"{vals.min():.3g}")
+        raise ValueError(
+            f"Q - M M^T must be positive semidefinite; its smallest eigenvalue is "
+            f"{vals.min():.3g}"
+        )
     keep = vals > tol
     return np.sqrt(vals[keep])[:, None] * vecs[:, keep].T
 
@@ -249,7 +332,9 @@ def _nodes_for(func, dims, nodes, order, n_mc, rng):
         return adaptive_2d(lambda pts: func(pts).reshape(pts.shape[0], -1))
     if nodes == "adaptive" or (nodes == "auto" and dims == 1):
         if dims != 1:
-            raise ValueError(f"adaptive nodes need one or two integration dimensions; got {dims}")
+            raise ValueError(
+                f"adaptive nodes need one or two integration dimensions; got {dims}"
+            )
 
         def features(z):
             v = func(z[:, None]).reshape(z.shape[0], -1)

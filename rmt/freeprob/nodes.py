@@ -84,18 +84,33 @@ def _refine_panels(func, lo, hi, owner, order, tol, min_width, max_panels):
             pts_acc += [lp[done].ravel(), rp[done].ravel()]
             wts_acc += [lw[done].ravel(), rw[done].ravel()]
             own_acc += [np.repeat(ow[done], o), np.repeat(ow[done], o)]
-            out.append((np.concatenate([l[~done], mid[~done]]),
-                        np.concatenate([mid[~done], h[~done]]), np.tile(ow[~done], 2)))
+            out.append(
+                (
+                    np.concatenate([l[~done], mid[~done]]),
+                    np.concatenate([mid[~done], h[~done]]),
+                    np.tile(ow[~done], 2),
+                )
+            )
         lo, hi, owner = (np.concatenate([t[i] for t in out]) for i in range(3))
         if lo.size > max_panels:
-            raise RuntimeError(f"adaptive Gauss-Legendre: more than {max_panels} open panels; "
-                               f"the integrand is not piecewise smooth at tolerance {tol}")
+            raise RuntimeError(
+                f"adaptive Gauss-Legendre: more than {max_panels} open panels; "
+                f"the integrand is not piecewise smooth at tolerance {tol}"
+            )
     # adjacent halves sum to the panel integrals
     return np.concatenate(pts_acc), np.concatenate(wts_acc), np.concatenate(own_acc)
 
 
-def adaptive_gauss_batch(func, n_outer, tol=1e-10, L=10.0, order=8, n_base=12,
-                         min_width=1e-8, max_panels=400_000):
+def adaptive_gauss_batch(
+    func,
+    n_outer,
+    tol=1e-10,
+    L=10.0,
+    order=8,
+    n_base=12,
+    min_width=1e-8,
+    max_panels=400_000,
+):
     """Adaptive Gauss-Legendre rules for ``E[h(z, j)]``, ``z ~ N(0, 1)``, for ``j < n_outer`` at once.
 
     ``func(z, j)`` (arrays of equal length) returns features ``(N, q)``.  Each rule starts from
@@ -118,7 +133,9 @@ def adaptive_gauss_1d(func, tol=1e-12, L=12.0, order=8, min_width=1e-9):
     resolved, for example the entries of ``D(z)`` and their squares.  The neglected mass
     ``2 Phi(-L)`` is below 1e-32 for ``L = 12``.  Returns ``GaussianNodes`` of kind ``"adaptive"``.
     """
-    z, w, _ = adaptive_gauss_batch(lambda t, j: func(t), 1, tol, L, order, 24, min_width)
+    z, w, _ = adaptive_gauss_batch(
+        lambda t, j: func(t), 1, tol, L, order, 24, min_width
+    )
     idx = np.argsort(z)
     return GaussianNodes(z[idx][:, None], w[idx], "adaptive")
 
@@ -136,7 +153,9 @@ def nested_nodes(func, outer_dims, outer_order, tol=1e-10):
     outer = gauss_hermite(outer_dims, outer_order)
 
     def inner(z, j):
-        v = func(np.concatenate([z[:, None], outer.points[j]], axis=1)).reshape(z.size, -1)
+        v = func(np.concatenate([z[:, None], outer.points[j]], axis=1)).reshape(
+            z.size, -1
+        )
         t = v / (1.0 + np.abs(v))
         return np.concatenate([t, (z * z)[:, None] * t], axis=1)
 
@@ -153,25 +172,33 @@ def _features(v, z):
 def adaptive_2d(func, tol=1e-10):
     """Two-level adaptive rule on ``R^2`` (accurate to ``tol`` across kinks, but slow: the
     outer rule bisects around the square-root singularities of the inner integrals)."""
+
     def inner_rules(g):
         def inner(z, j):
             return _features(func(np.stack([z, g[j]], axis=1)).reshape(z.size, -1), z)
+
         return adaptive_gauss_batch(inner, g.size, tol)
 
     def outer(g, _j):
         z, w, owner = inner_rules(g)
         feats = _features(func(np.stack([z, g[owner]], axis=1)).reshape(z.size, -1), z)
-        return np.stack([np.bincount(owner, w * f, minlength=g.size) for f in feats.T], axis=1)
+        return np.stack(
+            [np.bincount(owner, w * f, minlength=g.size) for f in feats.T], axis=1
+        )
 
     g, wg, _ = adaptive_gauss_batch(outer, 1, tol)
     z, w, owner = inner_rules(g)
     return GaussianNodes(np.stack([z, g[owner]], axis=1), w * wg[owner], "nested")
 
 
-def gaussian_nodes(dims, nodes="auto", order=None, n_mc=200_000, rng=None) -> GaussianNodes:
+def gaussian_nodes(
+    dims, nodes="auto", order=None, n_mc=200_000, rng=None
+) -> GaussianNodes:
     """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), Monte Carlo above."""
     if nodes not in ("auto", "quadrature", "monte_carlo"):
-        raise ValueError(f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}")
+        raise ValueError(
+            f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}"
+        )
     if nodes == "auto":
         nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "monte_carlo"
     if nodes == "monte_carlo":

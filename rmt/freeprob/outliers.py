@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from .edges import BulkEdges
 from .mp import ConvergenceError, MPSystem
 from .spectrum import _check_law, _continue_real, _side_edge, real_branch_start
 
@@ -51,7 +50,12 @@ class Outliers(list):
 
     def __init__(self, items=(), side="left", edge=np.nan, edge_kind="", reason=""):
         super().__init__(items)
-        self.side, self.edge, self.edge_kind, self.reason = side, edge, edge_kind, reason
+        self.side, self.edge, self.edge_kind, self.reason = (
+            side,
+            edge,
+            edge_kind,
+            reason,
+        )
 
 
 def _check_side(side):
@@ -71,7 +75,9 @@ class _Branch:
         if lam == self.edge:
             return None
         far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
-        start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
+        start = (
+            min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
+        )
         st, _ = _continue_real(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
@@ -102,13 +108,22 @@ def _root(branch: _Branch, j, mu_edge):
         far = edge + side * step
         count += 1
         if count > 60:
-            raise ConvergenceError(f"no sign change of the {j}-th eigenvalue of S found")
+            raise ConvergenceError(
+                f"no sign change of the {j}-th eigenvalue of S found"
+            )
 
     def mu(lam):
         return np.linalg.eigvalsh(branch.S(lam)[0])[j] if lam != edge else mu_edge
 
-    lam, info = brentq(mu, far, edge, xtol=1e-14 * (1 + abs(edge)), rtol=4 * np.finfo(float).eps,
-                       maxiter=200, full_output=True)
+    lam, info = brentq(
+        mu,
+        far,
+        edge,
+        xtol=1e-14 * (1 + abs(edge)),
+        rtol=4 * np.finfo(float).eps,
+        maxiter=200,
+        full_output=True,
+    )
     if not info.converged:
         raise ConvergenceError(f"Brent's method did not converge for outlier {j}")
     return lam, info.iterations
@@ -120,7 +135,9 @@ def _overlaps(branch: _Branch, lam, j, theta_rows):
     A = vecs[:, j]
     denom = float(A @ (-Sp @ A))
     if not denom > 0:
-        raise ConvergenceError(f"<A, -S' A> = {denom:.3g} is not positive at lambda = {lam}")
+        raise ConvergenceError(
+            f"<A, -S' A> = {denom:.3g} is not positive at lambda = {lam}"
+        )
     return 1.0 / denom, float(A[:theta_rows] @ A[:theta_rows]) / denom, A, abs(vals[j])
 
 
@@ -136,18 +153,34 @@ def outliers(law, delta, side="left") -> Outliers:
     edge, kind, G_edge = _edge(mp, sgn)
     shift = law.shift
     if kind in ("unbounded", "atom"):
-        why = {"unbounded": f"D is unbounded on the {side}: the bulk extends to infinity and no "
-                            f"outlier separates ({law.unbounded_reason})",
-               "atom": "D is definite and the atom at 0 ends the spectrum on this side"}[kind]
+        why = {
+            "unbounded": f"D is unbounded on the {side}: the bulk extends to infinity and no "
+            f"outlier separates ({law.unbounded_reason})",
+            "atom": "D is definite and the atom at 0 ends the spectrum on this side",
+        }[kind]
         return Outliers([], side, edge + shift, kind, why)
     branch = _Branch(mp, sgn, edge, G_edge)
     mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
     found = []
-    for j in np.flatnonzero(sgn * mu_edge > 0):
+    # an eigenvalue of S that vanishes at the edge to rounding is not an outlier
+    tiny = 1e-10 * max(1.0, float(np.max(np.abs(mu_edge))))
+    for j in np.flatnonzero(sgn * mu_edge > tiny):
         lam, its = _root(branch, j, mu_edge[j])
+        if lam == edge:
+            continue
         ov_s, ov_t, A, res = _overlaps(branch, lam, j, law.theta_dims * law.m)
-        found.append(Outlier(lam + shift, ov_s, ov_t, side, mp.delta, A.reshape(law.K, law.m),
-                             its, res))
+        found.append(
+            Outlier(
+                lam + shift,
+                ov_s,
+                ov_t,
+                side,
+                mp.delta,
+                A.reshape(law.K, law.m),
+                its,
+                res,
+            )
+        )
     found.sort(key=lambda o: sgn * o.value, reverse=True)
     reason = "" if found else "S at the edge has no eigenvalue of the outward sign"
     return Outliers(found, side, edge + shift, kind, reason)

@@ -23,8 +23,11 @@ def _side_edge(mp: MPSystem, side):
     if law.unbounded[idx]:
         return side * np.inf, "unbounded", None, 0, 0.0
     atom = mp.delta * law.expected_rank < law.m - 1e-12
-    definite = law.node_range[0] >= -1e-12 * law.scale if side < 0 else \
-        law.node_range[1] <= 1e-12 * law.scale
+    definite = (
+        law.node_range[0] >= -1e-12 * law.scale
+        if side < 0
+        else law.node_range[1] <= 1e-12 * law.scale
+    )
     if atom and definite:
         return 0.0, "atom", None, 0, 0.0
     pt, kind, steps = find_fold(mp, side)
@@ -43,8 +46,17 @@ def bulk_edges(law, delta) -> BulkEdges:
     mp = MPSystem(law, delta)
     lo = _side_edge(mp, -1)
     hi = _side_edge(mp, +1)
-    return BulkEdges(lo[0] + law.shift, hi[0] + law.shift, lo[1], hi[1], lo[2], hi[2],
-                     mp.delta, lo[3] + hi[3], max(lo[4], hi[4]))
+    return BulkEdges(
+        lo[0] + law.shift,
+        hi[0] + law.shift,
+        lo[1],
+        hi[1],
+        lo[2],
+        hi[2],
+        mp.delta,
+        lo[3] + hi[3],
+        max(lo[4], hi[4]),
+    )
 
 
 @dataclass
@@ -89,7 +101,9 @@ def _continue_complex(mp: MPSystem, zeta):
         if new is None or not _physical(new.G):
             step *= 0.5
             if step < 1e-10:
-                raise ConvergenceError(f"continuation in Im(zeta) stalled at {zn}", partial=st)
+                raise ConvergenceError(
+                    f"continuation in Im(zeta) stalled at {zn}", partial=st
+                )
             continue
         st, log_t, total = new, nxt, total + new.iterations
         step = min(step * 1.5, 4.0)
@@ -113,7 +127,9 @@ def _continue_real(mp: MPSystem, start: NewtonState, target, side):
         if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
-                raise ConvergenceError(f"real-branch continuation stalled at {nxt}", partial=st)
+                raise ConvergenceError(
+                    f"real-branch continuation stalled at {nxt}", partial=st
+                )
             continue
         st, total = new, total + new.iterations
         step *= 2.0
@@ -124,7 +140,9 @@ def real_branch_start(mp: MPSystem, side):
     zeta0 = side * mp.far(side)
     st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
     if st is None:
-        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
+        raise ConvergenceError(
+            f"Newton failed at the starting point zeta = {zeta0:.3g}"
+        )
     return st
 
 
@@ -145,13 +163,19 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
     lo, hi = edges if edges is not None else bulk_edges(law, delta)
     x = zeta.real
     if lo - law.shift <= x <= hi - law.shift:
-        raise ValueError(f"real zeta = {x + law.shift} lies in the bulk [{lo}, {hi}]; "
-                         "give zeta an imaginary part")
+        raise ValueError(
+            f"real zeta = {x + law.shift} lies in the bulk [{lo}, {hi}]; "
+            "give zeta an imaginary part"
+        )
     side = -1 if x < lo - law.shift else 1
     st0 = real_branch_start(mp, side)
-    if side * x >= side * st0.zeta:
-        st0 = mp.newton(x, -np.eye(mp.m) / x)
-        return StieltjesResult(st0.G, complex(x + law.shift), st0.iterations, st0.residual)
+    if side * x >= side * st0.zeta.real:  # beyond the starting point: G ~ -I/x is close
+        far = mp.newton(x, -np.eye(mp.m) / x)
+        if far is None:
+            raise ConvergenceError(f"Newton failed at real zeta = {x + law.shift}")
+        return StieltjesResult(
+            far.G, complex(x + law.shift), far.iterations, far.residual
+        )
     st, its = _continue_real(mp, st0, x, side)
     return StieltjesResult(st.G, complex(x + law.shift), its, st.residual)
 

@@ -60,7 +60,9 @@ def theta_margin(law, delta, side):
     return float(np.max(sgn * vals[carries]))
 
 
-def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPThreshold:
+def bbp_threshold(
+    law, side="left", delta_range=(0.05, 50.0), n_grid=25
+) -> BBPThreshold:
     """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk on ``side``.
 
     The law is fixed and ``delta`` varies (THEORY.md section 4).  ``psi`` is scanned on a geometric
@@ -71,25 +73,58 @@ def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPT
     sgn = _check_side(side)
     lo, hi = (float(v) for v in delta_range)
     if not (0 < lo < hi < np.inf):
-        raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")
+        raise ValueError(
+            f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}"
+        )
     if law.unbounded[0 if sgn < 0 else 1]:
-        return BBPThreshold(np.inf, False, side, (lo, hi), 0,
-                            f"D is unbounded on the {side}: the bulk extends to infinity there and "
-                            f"no outlier separates at any delta ({law.unbounded_reason})")
+        return BBPThreshold(
+            np.inf,
+            False,
+            side,
+            (lo, hi),
+            0,
+            f"D is unbounded on the {side}: the bulk extends to infinity there and "
+            f"no outlier separates at any delta ({law.unbounded_reason})",
+        )
     grid = np.geomspace(lo, hi, n_grid)
     prev = None
     for i, d in enumerate(grid):
         val = theta_margin(law, d, side)
         if val > 0:
             if i == 0:
-                return BBPThreshold(np.nan, False, side, (lo, lo), 1,
-                                    f"an outlier with Theta* overlap already exists at "
-                                    f"delta = {lo}; lower delta_range[0]")
-            root, info = brentq(lambda t: theta_margin(law, t, side), prev, d, xtol=1e-14,
-                                rtol=1e-12, full_output=True, maxiter=200)
-            return BBPThreshold(root, info.converged, side, (prev, d), i + 1 + info.iterations,
-                                "" if info.converged else "Brent's method did not converge",
-                                info.converged)
+                return BBPThreshold(
+                    np.nan,
+                    False,
+                    side,
+                    (lo, lo),
+                    1,
+                    f"an outlier with Theta* overlap already exists at "
+                    f"delta = {lo}; lower delta_range[0]",
+                )
+            root, info = brentq(
+                lambda t: theta_margin(law, t, side),
+                prev,
+                d,
+                xtol=1e-14,
+                rtol=1e-12,
+                full_output=True,
+                maxiter=200,
+            )
+            return BBPThreshold(
+                root,
+                info.converged,
+                side,
+                (prev, d),
+                i + 1 + info.iterations,
+                "" if info.converged else "Brent's method did not converge",
+                info.converged,
+            )
         prev = d
-    return BBPThreshold(np.inf, False, side, (lo, hi), n_grid,
-                        f"no outlier with Theta* overlap on the {side} for delta in [{lo}, {hi}]")
+    return BBPThreshold(
+        np.inf,
+        False,
+        side,
+        (lo, hi),
+        n_grid,
+        f"no outlier with Theta* overlap on the {side} for delta in [{lo}, {hi}]",
+    )

@@ -287,8 +287,7 @@ def min_pd_pivot(D, L, scale):
                 piv -= C[c, t] * C[c, t]
             if piv <= 0.0:
                 return -1.0
-            if piv < best:
-                best = piv
+            best = min(best, piv)
             r = np.sqrt(piv)
             C[c, c] = r
             for a in range(c + 1, m):
