@@ -5,6 +5,12 @@ The public API, grouped by role.
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# Numba's OpenMP threads otherwise spin after each parallel kernel and slow the LAPACK and
+# OpenBLAS calls that follow by 10-50x on a 2-core machine.  A user's own setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # -- data and network (THEORY.md sections 1-2) ----------------------------------------------
 from .models import TARGETS, Dataset, MultiIndexModel  # noqa: F401
 from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401

@@ -1,7 +1,7 @@
 """Figures. Each function takes a matplotlib Axes (or a row of them) and returns it.
 
-Matplotlib is imported lazily, inside :func:`new_figure`; the drawing functions only call
-methods of the Axes they are given.
+Matplotlib is imported lazily, inside :func:`new_figure`, which builds figures without pyplot;
+the drawing functions only call methods of the Axes they are given.
 """
 
 from __future__ import annotations
@@ -16,43 +16,45 @@ MARKS = {"delta_alg": ("#27ae60", ":"), "delta_bbp": ("#8e44ad", "--"), "delta_n
 
 
 def new_figure(nrows=1, ncols=1, width=5.0, height=3.6, **kwargs):
-    """A figure with a grid of Axes, using the non-interactive Agg backend."""
-    import matplotlib
+    """A figure with a grid of Axes, built without pyplot (no backend is switched, so this is
+    safe inside notebooks); save it with :func:`save_figure`."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs
-    )
+    fig = Figure(figsize=(width * ncols, height * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kwargs)
     return fig, axes
 
 
 def save_figure(fig, path) -> None:
-    """Save as PNG at a readable resolution and close the figure."""
-    import matplotlib.pyplot as plt
-
+    """Save as PNG at a readable resolution."""
     fig.tight_layout()
     fig.savefig(path, dpi=130)
-    plt.close(fig)
 
 
 def plot_spectrum(ax, eigenvalues, density=None, edges=None, outliers=None, sim_outliers=None,
-                  title=None):
+                  title=None, atom_tol=1e-9):
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
-    ``density`` is ``(x, rho)``; ``edges`` is ``(lo, hi)``; ``outliers`` are predicted values
-    (red triangles) and ``sim_outliers`` empirical extreme eigenvalues (dark crosses).
+    ``density`` is ``(x, rho)`` for the continuous part; ``edges`` is ``(lo, hi)``;
+    ``outliers`` are predicted values (red triangles) and ``sim_outliers`` empirical extreme
+    eigenvalues (dark crosses).  Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the
+    atom: they are left out of the histogram (which keeps the normalisation of the whole
+    spectrum, like ``rho``) and their fraction is written on the plot.
     """
     ev = np.asarray(eigenvalues, dtype=float)
-    ax.hist(ev, bins=max(20, int(math.sqrt(ev.size))), density=True, color="0.75",
-            edgecolor="none", label="empirical")
+    at_zero = np.abs(ev) <= atom_tol * np.max(np.abs(ev))
+    rest = ev[~at_zero]
+    bins = np.histogram_bin_edges(rest, bins=max(20, int(math.sqrt(rest.size))))
+    ax.hist(rest, bins=bins, weights=np.full(rest.size, 1.0 / (ev.size * np.diff(bins)[0])),
+            color="0.75", edgecolor="none", label="empirical")
+    if at_zero.any():
+        ax.text(0.02, 0.95, f"atom at 0: {at_zero.mean():.1%} of eigenvalues",
+                transform=ax.transAxes, fontsize=7, va="top")
     if density is not None:
         ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label="predicted density")
-    if edges is not None:
-        for e in edges:
-            if np.isfinite(e):
-                ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")
+    for e in edges if edges is not None else ():
+        if np.isfinite(e):
+            ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")
     ymax = ax.get_ylim()[1]
     if outliers is not None and len(outliers):
         ax.plot(outliers, np.full(len(outliers), 0.08 * ymax), "v", color=THEORY_COLOR, ms=8,
