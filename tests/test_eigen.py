@@ -219,6 +219,10 @@ def test_bad_input_raises(rng):
         rmt.extreme_eigs([[1.0, 0.0], [0.0, 2.0]], k=1)
     with pytest.raises(ValueError, match="tol"):
         rmt.extreme_eigs(A, k=2, tol=-1.0)
+    with pytest.raises(ValueError, match="unknown option.*'ncv'"):
+        rmt.extreme_eigs(A, k=2, method="dense", ncv=5)
+    with pytest.raises(ValueError, match="ncv must be >="):
+        rmt.extreme_eigs(A, k=2, method="lanczos", ncv=3)
 
 
 @pytest.mark.parametrize("method", ["lanczos", "block_lanczos", "arpack"])

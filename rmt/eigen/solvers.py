@@ -10,6 +10,7 @@ extra product gives the true residuals ``||A v - lambda v||``, which must be at 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 import warnings
 
@@ -81,9 +82,20 @@ def extreme_eigs(
         raise ValueError(
             f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}"
         )
+    _check_options(method, options)
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
     values, vectors, norm_est = _SOLVERS[method](op, int(k), tol, rng, **options)
     return _verify(op, values, vectors, norm_est, tol, method, start, int(k))
+
+
+def _check_options(method, options):
+    """Unknown method options are a ``ValueError`` naming the ones the method accepts."""
+    params = list(inspect.signature(_SOLVERS[method]).parameters)[4:]
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {unknown} for method {method!r}; it accepts {params or 'none'}"
+        )
 
 
 def _check_tol(tol):
@@ -175,11 +187,13 @@ def _converged_only(values, vectors, converged):
     return values[converged], vectors[:, converged]
 
 
-def _solve_block_lanczos(op, k, tol, rng, block=None, **options):
+def _solve_block_lanczos(
+    op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500
+):
     """Block Lanczos; the default block is 2 vectors per product (measured best per pass,
     benchmarks/RESULTS.md); a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue."""
     block = min(k, 2) if block is None else block
-    return _solve_lanczos(op, k, tol, rng, block=block, **options)
+    return _solve_lanczos(op, k, tol, rng, ncv, keep, block, max_restarts)
 
 
 def _solve_arpack(op, k, tol, rng, ncv=None, maxiter=None):
