@@ -10,6 +10,8 @@ Questions, each a subcommand (``all`` runs the first three):
 ``eigs``        The 5 smallest eigenvalues of a Hessian whose ``X`` (``--eig-gb``, default 30)
                 does not fit in RAM, by block Lanczos over ``StreamingHessian``; peak memory,
                 passes, bytes read from disk.
+``passes``      ``--passes`` block products over the ``eigs`` file straight from disk: the time
+                per pass of an out-of-core solve, when the whole solve outlasts the budget.
 ``sweep``       32 sweep points, ``rmt.run_sweep`` serial against ``scheduler="local"``.
 
     python benchmarks/bench_scale.py throughput --gb 4 --dir /work/scratch/rmt_scale
@@ -418,6 +420,54 @@ def bench_eigs(args):
             remove_problem(path)
 
 
+def bench_passes(args):
+    """Time ``--passes`` block products (``b = 8``) over the ``eigs`` file, from disk.
+
+    For an ``X`` larger than RAM the full eigen-solve can outlast the time budget; the time
+    per pass, times the passes a solve needs, gives its duration.
+    """
+    threads = set_threads(args.threads)
+    d, m = args.eig_d, 2
+    n = int(args.eig_gb * GB / (8 * d))
+    path = os.path.join(args.dir, f"Xeig_{n}x{d}.npy")
+    y, _ = write_problem(path, n, d, seed=11)
+    W = np.random.default_rng(12).standard_normal((d, m)) / np.sqrt(d)
+    V = np.random.default_rng(14).standard_normal((m * d, 8))
+    try:
+        with MemorySampler(0.05) as mem, LoadMeter() as load:
+            io0, t0 = _disk_read_bytes(), time.perf_counter()
+            H = rmt.StreamingHessian(rmt.TwoLayerNet(m, "tanh", "square"), path, y, W)
+            t_build, times = time.perf_counter() - t0, []
+            for _ in range(args.passes):
+                t1 = time.perf_counter()
+                H.matmat(V)
+                times.append(time.perf_counter() - t1)
+            disk = _disk_read_bytes() - io0
+        rec = {
+            "n": n,
+            "d": d,
+            "m": m,
+            "gb": n * d * 8 / GB,
+            "build_s": t_build,
+            "pass_s": times,
+            "disk_read_gb": disk / GB,
+            "peak_private_gb": mem.peak_anon / GB,
+            "peak_mapped_file_gb": mem.peak_file / GB,
+            "other_load": load.other_load,
+            "threads": threads["numba"],
+        }
+        print(
+            f"X {n * d * 8 / GB:.0f} GB: D in {t_build:.0f} s, passes (b=8) "
+            f"{', '.join(f'{t:.0f}' for t in times)} s; {disk / GB:.0f} GB read from disk "
+            f"({disk / GB / (t_build + sum(times)):.2f} GB/s); peak private "
+            f"{mem.peak_anon / GB:.2f} GB; others' load {load.other_load:.2f} cores"
+        )
+        save("passes", rec)
+    finally:
+        if not args.keep:
+            remove_problem(path)
+
+
 # -- sweep: 32 points serial against LocalCluster ------------------------------------------
 
 
@@ -472,7 +522,7 @@ def _same_rows(a, b):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=["throughput", "distributed", "eigs", "sweep", "all"])
+    p.add_argument("part", choices=["throughput", "distributed", "eigs", "passes", "sweep", "all"])
     p.add_argument("--dir", default="/work/scratch/rmt_scale", help="where big .npy files go")
     p.add_argument("--gb", type=float, default=4.0, help="size of X for throughput")
     p.add_argument("--d", type=int, default=4000, help="d for throughput")
@@ -482,6 +532,7 @@ def main(argv=None):
     p.add_argument("--tol", type=float, default=1e-6, help="eigen-solver tolerance")
     p.add_argument("--sweep-d", type=int, default=400, help="d of the sweep points")
     p.add_argument("--blocks", type=int, nargs="+", default=[1, 8], help="vectors per product")
+    p.add_argument("--passes", type=int, default=3, help="products timed by 'passes'")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--keep", action="store_true", help="keep the big .npy files")

@@ -196,7 +196,8 @@ class StreamingHessian(LinearOperator):
         Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
         # alternate the block order: a file larger than the page cache then rereads from
         # disk only what the previous pass evicted, not all of it (LRU and a cyclic scan)
-        reverse = self.n_passes % 2 == 1
+        # (the pass that computed D went forward, so the first product goes backward)
+        reverse = self.n_passes % 2 == 0
         out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks, reverse)
         out *= 1.0 / self.n
         if self.weight_decay:
