@@ -94,6 +94,8 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
     if on_result is not None and not callable(on_result):
         raise TypeError(f"on_result must be callable or None; got {type(on_result).__name__}")
     retries = check_positive_int(retries, "retries", minimum=0)
+    if not tasks:
+        return []
     bar = _progress_bar(len(tasks), progress)
     try:
         if scheduler is None:

@@ -145,6 +145,10 @@ def test_failures_reported_after_the_rest_finish(client):
         assert err.value.failures[0][0] == (2,)
 
 
+def test_no_tasks_starts_nothing():
+    assert run_tasks(seeded_task, [], "local") == []
+
+
 def test_address_string_connects(client):
     address = client.scheduler.address
     assert run_tasks(seeded_task, [(3, 10)], address) == [seeded_task(3, 10)]

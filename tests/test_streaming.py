@@ -116,3 +116,15 @@ def test_bad_input_messages(tmp_path, rng):
     Hs = StreamingHessian(net, data.X, data.y, W)
     with pytest.raises(ValueError):
         Hs.matmat(np.ones((M * D_DIM + 1, 2)))
+
+
+def test_scale_out_without_dask_says_how_to_install(monkeypatch):
+    """Runs without dask too: a missing dask.distributed names the [dist] extra."""
+    import sys
+
+    from rmt.distributed import run_tasks
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # makes `import distributed` fail
+    assert run_tasks(divmod, [(7, 2), (9, 4)]) == [(3, 1), (2, 1)]  # serial needs no dask
+    with pytest.raises(ImportError, match=r'pip install "rmt\[dist\]"'):
+        run_tasks(divmod, [(7, 2)], scheduler="local")
