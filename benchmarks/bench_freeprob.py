@@ -60,7 +60,7 @@ def configs():
 def run_theory(net, Q, delta):
     law = rmt.SpikeLaw.from_network(PHASE, net, Q, nodes="quadrature")
     edges = rmt.bulk_edges(law, delta)
-    out = rmt.outliers(law, delta, side="left")
+    out = rmt.outliers(law, delta, side="left", edges=edges)
     return law, edges, out
 
 

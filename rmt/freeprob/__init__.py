@@ -9,6 +9,24 @@ THEORY.md sections 3-5.  The law of ``(zhat, D)`` is a ``SpikeLaw``; every solve
 - ``outliers(law, delta, side)``: outlier eigenvalues and their overlaps (section 4).
 - ``bbp_threshold(law, side)``: the ``delta`` at which an outlier with ``Theta*`` overlap leaves.
 - ``delta_alg(model)``: the algorithmic threshold (section 5).
+
+Laws (``SpikeLaw``) come from ``from_network`` (Gaussian law at a data-independent ``W``),
+``from_hessian`` (plug-in law of a sample) or ``spectral`` (``m = 1``, ``D = T(y)``).
+
+What the results say beyond numbers:
+
+- ``law.unbounded = (below, above)``: ``D`` is unbounded on that side (THEORY.md section 4), so
+  the edge is infinite, ``outliers`` returns an empty list with ``.reason`` and
+  ``bbp_threshold`` returns ``found=False, delta=inf`` with the reason.
+- ``BulkEdges.lo_kind / hi_kind``: ``"fold"`` (square-root edge, exact to solver tolerance),
+  ``"boundary"`` (cut at an exact range of ``D`` given in ``d_bounds``, for suprema reached only
+  at infinity), ``"pole"`` (the branch ran into the largest node of a discretised law before
+  folding: the edge is then only as good as that node approximates ``sup D``), ``"atom"``.
+- Solvers raise ``ConvergenceError`` rather than return an unconverged number.
+
+Known limitations: a discretised law without ``d_bounds`` moves a boundary-type threshold (the
+``c/2`` example: 0.958 instead of 1 for ``c = 2``); non-smooth networks with two or more
+coordinates besides ``Theta*`` are integrated by Gauss-Hermite there (about 1e-3..1e-2).
 """
 
 from . import closed_forms  # noqa: F401

@@ -160,6 +160,8 @@ def _advance(mp, pt, tau_new, side):
 POLE_MARGIN = 1e-10
 #: a step is accepted only if the corrector moved less than this fraction of the step
 PREDICTOR_TRUST = 0.25
+#: the fold is bracketed by a step of at most this relative length in tau
+FOLD_BRACKET = 0.02
 
 
 def _next_ratio(prev, pt, ratio):
@@ -197,6 +199,11 @@ def find_fold(mp: MPSystem, side, max_steps=400):
                 break
             continue
         if new.h <= 0.0:
+            if (
+                ratio - 1.0 > FOLD_BRACKET
+            ):  # bracket the fold by a short step: no branch jump
+                ratio = 1.0 + 0.25 * (ratio - 1.0)
+                continue
             return _refine(mp, pt, new, side), "fold", steps
         prev, pt = pt, new
         if pt.margin < POLE_MARGIN:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..quadrature import GaussianNodes, gauss_hermite, monte_carlo
 
-DEFAULT_ORDER = {1: 120, 2: 60, 3: 28}
+DEFAULT_ORDER = {1: 120, 2: 48, 3: 20}
 MAX_QUADRATURE_DIMS = 3
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .mp import ConvergenceError, MPSystem
 from .spectrum import _check_law, _continue_real, _side_edge, real_branch_start
@@ -98,35 +97,40 @@ def _edge(mp: MPSystem, side):
 
 
 def _root(branch: _Branch, j, mu_edge):
-    """The root of the ``j``-th eigenvalue of ``S_lambda`` outward of the edge."""
+    """The root of the ``j``-th eigenvalue ``mu_j`` of ``S_lambda`` outward of the edge.
+
+    Newton on ``mu_j`` (``mu_j' = <A, S' A>``), kept inside a bracket that bisection shrinks
+    whenever a Newton step leaves it."""
     side, edge = branch.side, branch.edge
     step = 0.05 * (branch.mp.law.scale + abs(edge)) + 1e-3
     far = edge + side * step
-    count = 0
     while side * np.linalg.eigvalsh(branch.S(far)[0])[j] >= 0:
         step *= 2.0
         far = edge + side * step
-        count += 1
-        if count > 60:
+        if step > 1e30:
             raise ConvergenceError(
                 f"no sign change of the {j}-th eigenvalue of S found"
             )
-
-    def mu(lam):
-        return np.linalg.eigvalsh(branch.S(lam)[0])[j] if lam != edge else mu_edge
-
-    lam, info = brentq(
-        mu,
-        far,
+    inner, outer = (
         edge,
-        xtol=1e-14 * (1 + abs(edge)),
-        rtol=4 * np.finfo(float).eps,
-        maxiter=200,
-        full_output=True,
-    )
-    if not info.converged:
-        raise ConvergenceError(f"Brent's method did not converge for outlier {j}")
-    return lam, info.iterations
+        far,
+    )  # mu_j has the outward sign at inner, the inward one at outer
+    lam = far
+    for it in range(1, 200):
+        S, Sp = branch.S(lam)
+        vals, vecs = np.linalg.eigh(S)
+        mu, dmu = vals[j], float(vecs[:, j] @ Sp @ vecs[:, j])
+        if side * mu > 0:
+            inner = lam
+        else:
+            outer = lam
+        nxt = lam - mu / dmu if dmu != 0 else np.nan
+        if not (min(inner, outer) < nxt < max(inner, outer)):
+            nxt = 0.5 * (inner + outer)
+        if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)) or mu == 0.0:
+            return nxt, it
+        lam = nxt
+    raise ConvergenceError(f"the root of the {j}-th eigenvalue of S did not converge")
 
 
 def _overlaps(branch: _Branch, lam, j, theta_rows):
@@ -141,16 +145,21 @@ def _overlaps(branch: _Branch, lam, j, theta_rows):
     return 1.0 / denom, float(A[:theta_rows] @ A[:theta_rows]) / denom, A, abs(vals[j])
 
 
-def outliers(law, delta, side="left") -> Outliers:
+def outliers(law, delta, side="left", edges=None) -> Outliers:
     """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (THEORY.md sec. 4).
 
     Returns an ``Outliers`` list (possibly empty; then ``.reason`` says why).  An unbounded side
     returns an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.
+    ``edges``: a ``BulkEdges`` of the same law and ``delta``, to skip recomputing the edge.
     """
     _check_law(law)
     sgn = _check_side(side)
     mp = MPSystem(law, delta)
-    edge, kind, G_edge = _edge(mp, sgn)
+    if edges is not None and edges.delta == mp.delta:
+        edge, kind = (edges.lo, edges.lo_kind) if sgn < 0 else (edges.hi, edges.hi_kind)
+        edge, G_edge = edge - law.shift, edges.G_lo if sgn < 0 else edges.G_hi
+    else:
+        edge, kind, G_edge = _edge(mp, sgn)
     shift = law.shift
     if kind in ("unbounded", "atom"):
         why = {
