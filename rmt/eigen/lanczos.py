@@ -44,13 +44,13 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
     ``|theta|`` seen.  Returns a :class:`KrylovOutcome`; never raises on non-convergence.
     """
     N = op.shape[0]
-    Q = np.zeros((N, ncv + block))
+    Q = np.zeros((N, ncv + block), order="F")  # columns contiguous: BLAS-3 on Q[:, :j]
     S = np.zeros((ncv, ncv))
     Q[:, :block] = _orthonormal_columns(rng.standard_normal((N, block)))
     j, anorm, restarts = 0, 0.0, 0
     while True:
-        j, R, anorm = _lanczos_step(op, Q, S, j, block, anorm, rng)
-        if j >= N or not np.all(np.any(Q[:, : j + block], axis=0)):
+        j, R, anorm, exhausted = _lanczos_step(op, Q, S, j, block, anorm, rng)
+        if j >= N or exhausted:
             return _exhausted_outcome(Q, S, j, k, anorm, restarts)
         if j < k and j + block <= ncv:
             continue
@@ -103,7 +103,8 @@ def _lanczos_step(op, Q, S, j, block, anorm, rng):
     """One block step: multiply ``Q[:, j:j+block]``, orthogonalise, fill ``S``.
 
     Returns the new basis size ``j + block``, the coupling ``R`` (``block x block``) of the
-    new residual block ``Q[:, j+block : j+2 block]`` to the last one, and the norm estimate.
+    new residual block ``Q[:, j+block : j+2 block]`` to the last one, the norm estimate, and
+    whether the space is exhausted (a zero column in the new block).
     """
     W = op.matmat(Q[:, j : j + block])
     basis = Q[:, : j + block]
@@ -119,11 +120,29 @@ def _lanczos_step(op, Q, S, j, block, anorm, rng):
     anorm = max(anorm, float(np.max(np.abs(np.linalg.eigvalsh(diag)))))
     Qn, R = _orthonormalise_block(W, basis, 1e-13 * anorm, rng)
     Q[:, j + block : j + 2 * block] = Qn
-    return j + block, R, anorm
+    exhausted = not np.all(np.any(Qn, axis=0))
+    return j + block, R, anorm, exhausted
 
 
 def _orthonormalise_block(W, basis, threshold, rng):
-    """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis`` (Gram-Schmidt twice).
+    """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis``.
+
+    ``W`` arrives already orthogonalised twice against ``basis``.  The fast path is all BLAS-3:
+    a Householder QR of the block, one more projection against ``basis`` and a second QR
+    ("twice is enough" across the block boundary), ``R = R_2 R_1``.  When a diagonal entry of
+    ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls back to
+    :func:`_orthonormalise_columns`, which replaces deflated columns.
+    """
+    Q1, R1 = np.linalg.qr(W)
+    if np.min(np.abs(np.diag(R1))) <= threshold:
+        return _orthonormalise_columns(W, basis, threshold, rng)
+    Q1 -= basis @ (basis.T @ Q1)
+    Qn, R2 = np.linalg.qr(Q1)
+    return Qn, R2 @ R1
+
+
+def _orthonormalise_columns(W, basis, threshold, rng):
+    """Column-by-column form of :func:`_orthonormalise_block` (Gram-Schmidt twice).
 
     A column whose remainder is at most ``threshold`` is deflated: its row of ``R`` is zero
     and it is replaced by a random direction orthogonal to everything so far, or by zero

@@ -139,8 +139,11 @@ def _verify(op, values, vectors, norm_est, tol, method, start, k):
 
 
 def _default_ncv(k, block, N):
-    """Basis size of our Lanczos: room for ``k`` kept vectors plus several blocks."""
-    ncv = max(2 * k + 2 * block, 64 if block == 1 else 80)
+    """Basis size of our Lanczos: room for ``k`` kept vectors plus several blocks.
+
+    64 vectors for one vector per product, 40 blocks otherwise (80 for the default block of
+    2), so that a larger block does not restart sooner in steps than a smaller one."""
+    ncv = max(2 * k + 2 * block, 64 if block == 1 else 40 * block)
     if ncv + block >= N or k + 2 * block > N:
         ncv = -(-N // block) * block  # the whole space, in whole blocks
     return ncv
