@@ -87,10 +87,10 @@ def _lstsq(A, b):
     return np.linalg.lstsq(A, b, rcond=1e-9)[0]
 
 
-def solve_at_tau(mp: MPSystem, tau, G0, zeta0):
+def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT):
     """Newton on ``(vech G, zeta)`` at fixed ``tau``; ``None`` on failure."""
     g, zeta = mp.vech(G0).astype(float), float(zeta0)
-    for it in range(NEWTON_MAXIT + 1):
+    for it in range(maxit + 1):
         G = mp.unvech(g)
         R, A, scale, s = _bordered(mp, G, zeta)
         if R is None:
@@ -103,7 +103,7 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0):
             except np.linalg.LinAlgError:
                 return None
             return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1])
-        if it == NEWTON_MAXIT:
+        if it == maxit:
             return None
         try:
             step = _lstsq(A, -np.r_[R / s, c])
@@ -147,7 +147,7 @@ def _advance(mp, pt, tau_new, side):
     dt = tau_new - pt.tau
     G_pred = pt.G + mp.unvech(pt.dG) * dt
     zeta_pred = pt.zeta + pt.h * dt
-    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred)
+    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred, maxit=STEP_MAXIT)
     if new is None:
         return None
     moved = np.max(np.abs(new.G - pt.G)) + 1e-300
@@ -160,6 +160,8 @@ def _advance(mp, pt, tau_new, side):
 POLE_MARGIN = 1e-10
 #: a step is accepted only if the corrector moved less than this fraction of the step
 PREDICTOR_TRUST = 0.25
+#: Newton iterations allowed after a tangent predictor (a good one converges in 3-5)
+STEP_MAXIT = 10
 #: the fold is bracketed by a step of at most this relative length in tau
 FOLD_BRACKET = 0.02
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .edges import BulkEdges, find_fold
+from .edges import STEP_MAXIT, BulkEdges, find_fold
 from .law import SpikeLaw
 from .mp import ConvergenceError, MPSystem, NewtonState
 
@@ -97,7 +97,7 @@ def _continue_complex(mp: MPSystem, zeta):
         nxt = max(log_t - step, log_end)
         zn = complex(x, np.exp(nxt))
         Gp = mp.tangent(st)
-        new = mp.newton(zn, st.G + Gp * (zn - st.zeta))
+        new = mp.newton(zn, st.G + Gp * (zn - st.zeta), maxit=STEP_MAXIT)
         if new is None or not _physical(new.G):
             step *= 0.5
             if step < 1e-10:
@@ -123,7 +123,7 @@ def _continue_real(mp: MPSystem, start: NewtonState, target, side):
     while st.zeta.real != target:
         nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
         Gp = mp.tangent(st)
-        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real))
+        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real), maxit=STEP_MAXIT)
         if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
