@@ -8,7 +8,6 @@ import rmt
 from rmt.eigen.solvers import METHODS
 
 EPS = np.finfo(np.float64).eps
-OURS_AND_SCIPY = [m for m in METHODS if m != "primme"]
 TOL = 1e-10
 
 
@@ -20,7 +19,20 @@ def _have_primme():
     return True
 
 
-AVAILABLE = OURS_AND_SCIPY + (["primme"] if _have_primme() else [])
+NEEDS_PRIMME = pytest.mark.skipif(
+    not _have_primme(),
+    reason="optional primme not installed (no wheel; it builds from source: apt-get install "
+    "libopenblas-dev liblapack-dev && pip install primme)",
+)
+
+
+def _method_param(method, *marks):
+    """``method`` as a pytest param; primme is skipped, with the install recipe, when absent."""
+    marks = list(marks) + ([NEEDS_PRIMME] if method == "primme" else [])
+    return pytest.param(method, marks=marks, id=method)
+
+
+AVAILABLE = [_method_param(m) for m in METHODS]
 
 
 def _hessian(activation, d=750, m=4, seed=3):
@@ -85,10 +97,11 @@ LARGE_CASES = [
         act,
         method,
         marks=[pytest.mark.slow]
-        + ([pytest.mark.ci] if (act, method) in CI_SUBSET else []),
+        + ([pytest.mark.ci] if (act, method) in CI_SUBSET else [])
+        + ([NEEDS_PRIMME] if method == "primme" else []),
     )
     for act in ("tanh", "quadratic")
-    for method in AVAILABLE
+    for method in METHODS
 ]
 
 
@@ -225,11 +238,16 @@ def test_bad_input_raises(rng):
         rmt.extreme_eigs(A, k=2, method="lanczos", ncv=3)
 
 
-@pytest.mark.parametrize("method", ["lanczos", "block_lanczos", "arpack"])
+@pytest.mark.parametrize(
+    "method", [_method_param(m) for m in ("lanczos", "block_lanczos", "arpack", "primme")]
+)
 def test_no_convergence_raises_with_converged_pairs_only(method, rng):
     spectrum = np.concatenate([np.linspace(0.0, 1e-3, 6), np.linspace(1.0, 2.0, 994)])
     A, _ = _with_spectrum(spectrum, rng)
-    options = {"arpack": {"maxiter": 2}}.get(method, {"max_restarts": 0, "ncv": 12})
+    limited = {"maxiter": 2}
+    options = {"arpack": limited, "primme": limited}.get(
+        method, {"max_restarts": 0, "ncv": 12}
+    )
     with pytest.raises(rmt.NoConvergenceError) as info:
         rmt.extreme_eigs(A, k=6, method=method, tol=1e-12, rng=10, **options)
     partial = info.value.result
