@@ -85,6 +85,12 @@ def _safe_descent(law, delta, overlap_tol, notes, require_negative=True):
         return False
 
 
+def _positive_semidefinite(law) -> bool:
+    """True when ``D_i + shift I`` is positive semidefinite at every node (then ``H >= 0``)."""
+    lam_min = np.linalg.eigvalsh(law.D).min(axis=1) + getattr(law, "shift", 0.0)
+    return bool(np.all(lam_min >= -1e-12 * max(1.0, float(np.max(np.abs(law.D))))))
+
+
 def _outlier_value(law, delta, notes):
     """Value of the lowest left outlier carrying ``Theta*`` at ``delta`` (``nan`` if none)."""
     best = _safe_descent(law, delta, 0.0, notes, require_negative=False)
@@ -154,7 +160,13 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
     if _label_free(law):
         return _infinite(dalg, np.inf, "the curvature blocks D carry no label information at "
                          "this point, so no outlier correlates with Theta*", notes)
-    bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
+    if _positive_semidefinite(law):
+        return _infinite(dalg, np.inf, "every curvature block D is positive semidefinite, so the "
+                         "Hessian has no negative direction at any delta", notes)
+    try:
+        bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
+    except RuntimeError as exc:  # reported with converged=False, never as a number
+        return _infinite(dalg, np.nan, f"the BBP search failed: {exc}", notes, converged=False)
     if not bbp.found:
         return _infinite(dalg, bbp.delta, f"no outlier with Theta* overlap leaves the bulk: "
                          f"{bbp.reason}", notes, converged=bbp.converged)

@@ -69,3 +69,13 @@ def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         delta_nn(rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber"),
                  **kwargs)
+
+
+def test_positive_semidefinite_curvature_has_no_descent_direction():
+    """tanh with Huber loss at W = 0: D = 1[y <= 1] a a^T >= 0, so H >= 0 at every delta."""
+    net = rmt.TwoLayerNet(2, "tanh", "huber")
+    res = delta_nn(rmt.MultiIndexModel("phase_retrieval"), net, point="zero")
+    assert np.isinf(res.delta_nn) and "positive semidefinite" in res.reason
+    data = rmt.MultiIndexModel("phase_retrieval").sample(400, 50, rng=3)
+    evals = np.linalg.eigvalsh(rmt.Hessian(net, data, np.zeros((50, 2))).to_dense())
+    assert evals[0] > -1e-12
