@@ -16,11 +16,18 @@ import pathlib
 import platform
 import time
 
+import numpy as np
+
 
 def _format(value):
     if value is None:
         return ""
-    if isinstance(value, float):
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
         return repr(value) if math.isfinite(value) else str(value)
     return str(value)
 

@@ -49,3 +49,12 @@ def test_write_json_is_atomic_and_readable(tmp_path):
     write_json(tmp_path / "m.json", {"x": np.float64(1.5), "v": np.arange(2), "s": (1, 2)})
     assert json.loads((tmp_path / "m.json").read_text()) == {"x": 1.5, "v": [0, 1], "s": [1, 2]}
     assert not (tmp_path / "m.json.tmp").exists()
+
+
+def test_numpy_scalars_are_written_as_plain_numbers(tmp_path):
+    import numpy as np
+
+    t = ResumableCSV(tmp_path / "a.csv", ["x", "i", "b"], key=("i",))
+    t.append([{"x": np.float64(-0.25), "i": np.int64(3), "b": np.bool_(True)}])
+    assert (tmp_path / "a.csv").read_text().splitlines()[1] == "-0.25,3,True"
+    assert read_rows(tmp_path / "a.csv") == [{"x": -0.25, "i": 3, "b": True}]

@@ -22,6 +22,7 @@ from .mp import ConvergenceError, MPSystem
 from .spectrum import _check_law, _continue_real, _side_edge, real_branch_start
 
 SIDES = {"left": -1, "right": 1}
+EDGE_RESOLUTION = 1e-9  # roots closer than this (relative) to the edge are not outliers
 
 
 @dataclass
@@ -175,7 +176,9 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     tiny = 1e-10 * max(1.0, float(np.max(np.abs(mu_edge))))
     for j in np.flatnonzero(sgn * mu_edge > tiny):
         lam, its = _root(branch, j, mu_edge[j])
-        if lam == edge:
+        # G has a square-root singularity at the edge, so S there is only known to about the
+        # square root of the rounding error: a root this close to the edge is the edge itself
+        if abs(lam - edge) <= EDGE_RESOLUTION * (law.scale + abs(edge)):
             continue
         ov_s, ov_t, A, res = _overlaps(branch, lam, j, law.theta_dims * law.m)
         found.append(
