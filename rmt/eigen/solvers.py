@@ -193,8 +193,12 @@ def _converged_only(values, vectors, converged):
 def _solve_block_lanczos(
     op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500
 ):
-    """Block Lanczos; the default block is 2 vectors per product (measured best per pass,
-    benchmarks/RESULTS.md); a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue."""
+    """Block Lanczos; a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue.
+
+    The default block, ``min(k, 2)``, is the cheapest ``b > 1`` in passes times cost per pass
+    at ``m*d = 16000`` (benchmarks/RESULTS.md): a Hessian product on 2, 3, 4, 8 vectors costs
+    1.4-1.6, 2.0, 2.7, 4.7 single products and the 5 smallest pairs take 33, 28, 28, 24
+    passes.  Single-vector ``"lanczos"`` (43 passes) is faster when multiplicity is no issue."""
     block = min(k, 2) if block is None else block
     return _solve_lanczos(op, k, tol, rng, ncv, keep, block, max_restarts)
 
