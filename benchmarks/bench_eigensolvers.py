@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from _util import wait_for_quiet
 
 import rmt
-from _util import wait_for_quiet
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ["lanczos", "block_lanczos", "arpack", "lobpcg", "primme"]
