@@ -162,7 +162,7 @@ def cmd_threshold(config: RunConfig, out, args=None) -> dict:
           f"delta_alg = {res.delta_alg:.4g}" + (f"   ({res.reason})" if res.reason else ""))
     if table is not None:
         _write_rows(out / "threshold_table.csv", table, TABLE_COLUMNS)
-        threshold_figure(table, out / "threshold_table.png", f"target: {config.target}")
+        threshold_figure(table, out / "threshold_table.png", f"{config.point} point")
         print(format_threshold_table(table))
         summary["table"] = table
     return summary
@@ -256,6 +256,9 @@ TABLE_CONFIGS = [
     dict(activation="softplus", loss="huber", width=2),
     dict(activation="softplus", loss="huber", width=1),
     dict(activation="softplus", loss="huber", width=3),
+    dict(activation="softplus", loss="huber", width=2, noise=0.3),
+    dict(target="abs", activation="softplus", loss="huber", width=2),
+    dict(target="sign_z1z2", activation="softplus", loss="logistic", width=2),
     dict(activation="erf", loss="huber", width=2),
     dict(activation="tanh", loss="huber", width=2),
     dict(activation="softplus", loss="square", width=2),
@@ -275,8 +278,8 @@ def threshold_table(base: RunConfig, variants=TABLE_CONFIGS, progress=True) -> l
     for v in tqdm(variants, desc="delta_NN table", disable=not progress):
         cfg = replace(base, **v)
         t0 = time.perf_counter()
-        row = {"target": cfg.target, "activation": cfg.activation, "loss": cfg.loss,
-               "width": cfg.width, "point": cfg.point}
+        row = {"target": cfg.target, "noise": cfg.noise, "activation": cfg.activation,
+               "loss": cfg.loss, "width": cfg.width, "point": cfg.point}
         try:
             res = delta_nn(cfg.model(), cfg.net(), point=cfg.point)
         except RuntimeError as exc:  # one failed configuration is reported, not fatal
@@ -291,27 +294,37 @@ def threshold_table(base: RunConfig, variants=TABLE_CONFIGS, progress=True) -> l
     return rows
 
 
-TABLE_COLUMNS = ["target", "activation", "loss", "width", "point", "delta_nn", "delta_bbp",
-                 "delta_alg", "ratio", "reason", "converged", "seconds"]
+TABLE_COLUMNS = ["target", "noise", "activation", "loss", "width", "point", "delta_nn",
+                 "delta_bbp", "delta_alg", "ratio", "reason", "converged", "seconds"]
+
+
+def _table_label(r) -> str:
+    noise = f"+{r['noise']:g}N" if r["noise"] else ""
+    return f"{r['target']}{noise}, {r['activation']}/{r['loss']}, m={r['width']}"
 
 
 def format_threshold_table(rows) -> str:
-    """A plain-text table for the terminal."""
-    head = f"{'activation':>10} {'loss':>7} {'m':>2} {'delta_NN':>9} {'delta_BBP':>9} " \
-           f"{'delta_alg':>9} {'NN/alg':>7}  note"
-    lines = [head, "-" * len(head)]
+    """A plain-text table for the terminal; the reasons for infinite values are footnotes."""
+    width = max(len(_table_label(r)) for r in rows)
+    head = (f"{'configuration':<{width}} {'delta_NN':>9} {'delta_BBP':>9} {'delta_alg':>9} "
+            f"{'NN/alg':>7}")
+    lines, notes = [head, "-" * len(head)], []
     for r in rows:
         ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None else "-"
-        lines.append(f"{r['activation']:>10} {r['loss']:>7} {r['width']:>2} {r['delta_nn']:>9.4g} "
-                     f"{r['delta_bbp']:>9.4g} {r['delta_alg']:>9.4g} {ratio:>7}  "
-                     f"{r['reason'][:70]}")
+        mark = ""
+        if r["reason"]:
+            notes.append(r["reason"])
+            mark = f" [{len(notes)}]"
+        lines.append(f"{_table_label(r):<{width}} {r['delta_nn']:>9.4g} {r['delta_bbp']:>9.4g} "
+                     f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}")
+    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
     return "\n".join(lines)
 
 
 def threshold_figure(rows, path, title=""):
     from .plotting import new_figure, plot_threshold_chart
 
-    entries = [{"label": f"{r['activation']}/{r['loss']}, m={r['width']}",
+    entries = [{"label": _table_label(r),
                 "delta_nn": r["delta_nn"], "delta_alg": r["delta_alg"], "reason": r["reason"]}
                for r in rows]
     fig, axes = new_figure(1, 1, width=6.5, height=0.45 * len(rows) + 1.2)

@@ -38,7 +38,7 @@ def main(argv=None):
     table = threshold_table(base)
     print(format_threshold_table(table))
     _write_rows(out / "threshold_table.csv", table, TABLE_COLUMNS)
-    threshold_figure(table, out / "threshold_table.png", "phase retrieval, population point")
+    threshold_figure(table, out / "threshold_table.png", "population point")
 
     dnn = table[0]["delta_nn"]
     if not np.isfinite(dnn):

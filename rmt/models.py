@@ -51,7 +51,8 @@ def _z1z2(z):
 
 
 def _sign_z1z2(z):
-    return np.sign(z[:, 0] * z[:, 1])
+    # +1 on the measure-zero set z1 z2 = 0, so labels are always +-1 (quadrature nodes hit it)
+    return np.where(z[:, 0] * z[:, 1] >= 0, 1.0, -1.0)
 
 
 def _norm2(z):

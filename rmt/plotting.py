@@ -137,15 +137,27 @@ def plot_threshold_chart(ax, entries):
     colors = [SIM_COLOR if np.isfinite(r) else "0.8" for r in ratios]
     y = np.arange(len(entries))
     ax.barh(y, heights, color=colors)
-    for yi, r in zip(y, ratios):
-        text = f"{r:.2f}" if np.isfinite(r) else "no transition (delta_NN = inf)"
+    for yi, r, e in zip(y, ratios, entries):
+        text = f"{r:.2f}" if np.isfinite(r) else f"no transition: {_short_reason(e['reason'])}"
         ax.text(0.02 * cap, yi, text, va="center", fontsize=7,
                 color="white" if np.isfinite(r) else "black")
     ax.axvline(1.0, color=MARKS["delta_alg"][0], ls=":", lw=1.2)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_xlabel(r"$\delta_{NN} / \delta_{alg}$")
+    ax.invert_yaxis()  # first entry on top
     return ax
+
+
+def _short_reason(reason: str) -> str:
+    """A few words for a chart label, from a ``delta_nn`` reason."""
+    for key, short in (("unbounded", "curvature unbounded below"),
+                       ("positive semidefinite", "no negative curvature"),
+                       ("no label information", "curvature carries no label information"),
+                       ("failed", "solver failure")):
+        if key in reason:
+            return short
+    return "none in the searched range"
 
 
 def plot_training(ax_loss, ax_overlap, curves, predicted_escape=None, phase_end=None):

@@ -179,8 +179,9 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
         if not np.isfinite(dnn):
             return _infinite(dalg, d0, f"the Theta* outlier stays above 0 for delta up to {hi:g}",
                              notes, converged=not notes)
+    edge = float(bulk_edges(law, dnn).lo)
     best = _safe_descent(law, dnn * (1 + 1e-6), 0.0, notes, require_negative=False)
-    value = best.value if best else np.nan
-    ov = best.overlap_theta if best else np.nan
-    return ThresholdResult(dnn, dalg, d0, float(bulk_edges(law, dnn).lo), value, ov,
-                           bool(ok) and not notes, "", (d0, dnn), notes)
+    # at the BBP point the outlier is born at the edge with zero overlap (THEORY.md section 4)
+    value, ov = (best.value, best.overlap_theta) if best else (edge, 0.0)
+    return ThresholdResult(dnn, dalg, d0, edge, value, ov, bool(ok) and not notes, "",
+                           (d0, dnn), notes)

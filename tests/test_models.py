@@ -12,7 +12,7 @@ REFERENCE_LINKS = {
     "relu": lambda z: np.where(z[:, 0] > 0, z[:, 0], 0.0),
     "linear": lambda z: z[:, 0],
     "z1z2": lambda z: z[:, 0] * z[:, 1],
-    "sign_z1z2": lambda z: np.where(z[:, 0] * z[:, 1] > 0, 1.0, -1.0),
+    "sign_z1z2": lambda z: np.where(z[:, 0] * z[:, 1] >= 0, 1.0, -1.0),
     "norm2": lambda z: (z**2).mean(axis=1),
 }
 
