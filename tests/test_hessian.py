@@ -116,3 +116,20 @@ def test_bad_inputs(rng):
         H.matvec(np.ones(H.shape[0] + 1))
     with pytest.raises(ValueError, match="V must have shape"):
         H.matmat(np.ones((3, H.shape[0])))
+
+
+def test_products_do_not_depend_on_the_thread_count(rng):
+    """Fixed row chunks summed in a fixed order: bit-identical results on 1 or 2 threads."""
+    import numba
+
+    net, data, W, H = _setup(rng, "softplus", "huber", m=4, n=2003, d=40)
+    V = rng.standard_normal((H.shape[0], 3))
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = H.matmat(V)
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = H.matmat(V)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)

@@ -10,7 +10,7 @@ vectors is stored as ``Vt`` of shape ``(b*m, d)``: row ``c*m + j`` is neuron ``j
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange
 
 from .elementwise import activation, loss
 from .hvp_small import KERNELS as SMALL_M_KERNELS
@@ -219,6 +219,14 @@ def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
     return hvp_kernel(D.shape[1])(X, D, Vt, n_chunks)
 
 
+ROW_CHUNKS = 8
+
+
 def default_chunks() -> int:
-    """Number of row chunks for the fused product: the Numba thread count."""
-    return max(1, int(get_num_threads()))
+    """Number of row chunks for the fused products: a constant, not the thread count.
+
+    The chunks are summed in a fixed order, so products (and everything built on them: sweeps
+    run serially or on Dask workers with one thread each) are bit-identical whatever the number
+    of Numba threads.  Up to ``ROW_CHUNKS`` threads share the work.
+    """
+    return ROW_CHUNKS
