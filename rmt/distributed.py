@@ -21,6 +21,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
+from .hessian import finish_product, stack_block
 from .kernels.hessian import default_chunks, fused_product
 from .network import TwoLayerNet
 from .streaming import open_rows, read_rows
@@ -309,13 +310,7 @@ class DistributedHessian(LinearOperator):
 
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``: one scatter and one gather."""
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim != 2 or V.shape[0] != self.shape[0]:
-            raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
-        if not np.all(np.isfinite(V)):
-            raise ValueError("V must be finite")
-        b = V.shape[1]
-        Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
+        Vt = stack_block(self, V)
         vt = self.client.scatter(Vt, broadcast=True, hash=False)
         parts = self.client.gather(
             [self.client.submit(_shard_product, s, vt, pure=False) for s in self.shards]
@@ -323,12 +318,7 @@ class DistributedHessian(LinearOperator):
         out = parts[0]
         for p in parts[1:]:
             out += p
-        out *= 1.0 / self.n
-        if self.weight_decay:
-            out += self.weight_decay * Vt
-        self.n_matvec += b
-        self.n_passes += 1
-        return np.ascontiguousarray(out.reshape(b, self.m * self.d).T)
+        return finish_product(self, out, Vt)
 
     def _adjoint(self):
         return self

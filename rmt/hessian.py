@@ -11,6 +11,32 @@ from .models import Dataset
 from .network import TwoLayerNet
 
 
+def stack_block(op, V) -> np.ndarray:
+    """Check ``V`` (``m*d x b``) and stack its neuron rows as ``Vt`` (``b*m x d``).
+
+    Column ``c`` of ``V`` is ``(m, d)`` neuron-major, so ``V.T.reshape(b*m, d)`` stacks the rows.
+    Shared by every first-layer Hessian operator (in memory, streaming, distributed).
+    """
+    V = np.asarray(V, dtype=np.float64)
+    if V.ndim != 2 or V.shape[0] != op.shape[0]:
+        raise ValueError(f"V must have shape ({op.shape[0]}, b); got {V.shape}")
+    if not np.all(np.isfinite(V)):
+        raise ValueError("V must be finite")
+    return np.ascontiguousarray(V.T).reshape(V.shape[1] * op.m, op.d)
+
+
+def finish_product(op, out, Vt) -> np.ndarray:
+    """``H V`` from ``out = sum_i x_i r_i^T`` (stacked like ``Vt``): scale by ``1/n``, add the
+    weight decay, count the pass and its vectors, and unstack to ``m*d x b``."""
+    b = Vt.shape[0] // op.m
+    out *= 1.0 / op.n
+    if op.weight_decay:
+        out += op.weight_decay * Vt
+    op.n_matvec += b
+    op.n_passes += 1
+    return np.ascontiguousarray(out.reshape(b, op.m * op.d).T)
+
+
 class Hessian:
     """First-layer Hessian of the mean loss plus ``weight_decay/2 ||W||_F^2``.
 
@@ -65,21 +91,8 @@ class Hessian:
         Dispatches on ``m``: unrolled kernels for ``m <= 4`` (``rmt.kernels.hvp_small``), the
         generic ``rmt.kernels.hessian.hvp_fused`` otherwise; both take the whole block at once.
         """
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim != 2 or V.shape[0] != self.shape[0]:
-            raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
-        if not np.all(np.isfinite(V)):
-            raise ValueError("V must be finite")
-        b = V.shape[1]
-        # column c of V is (m, d) neuron-major, so V.T.reshape(b*m, d) stacks the rows Vt
-        Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
-        out = fused_product(self.data.X, self.D, Vt, self.n_chunks)
-        out *= 1.0 / self.n
-        if self.weight_decay:
-            out += self.weight_decay * Vt
-        self.n_matvec += b
-        self.n_passes += 1
-        return np.ascontiguousarray(out.reshape(b, self.m * self.d).T)
+        Vt = stack_block(self, V)
+        return finish_product(self, fused_product(self.data.X, self.D, Vt, self.n_chunks), Vt)
 
     def to_dense(self) -> np.ndarray:
         """The dense ``(m d) x (m d)`` matrix, assembled by the Numba reference kernel."""

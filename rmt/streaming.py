@@ -32,6 +32,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
+from .hessian import finish_product, stack_block
 from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
 
@@ -187,24 +188,13 @@ class StreamingHessian(LinearOperator):
 
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim != 2 or V.shape[0] != self.shape[0]:
-            raise ValueError(f"V must have shape ({self.shape[0]}, b); got {V.shape}")
-        if not np.all(np.isfinite(V)):
-            raise ValueError("V must be finite")
-        b = V.shape[1]
-        Vt = np.ascontiguousarray(V.T).reshape(b * self.m, self.d)
+        Vt = stack_block(self, V)
         # alternate the block order: a file larger than the page cache then rereads from
         # disk only what the previous pass evicted, not all of it (LRU and a cyclic scan)
         # (the pass that computed D went forward, so the first product goes backward)
         reverse = self.n_passes % 2 == 0
         out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks, reverse)
-        out *= 1.0 / self.n
-        if self.weight_decay:
-            out += self.weight_decay * Vt
-        self.n_matvec += b
-        self.n_passes += 1
-        return np.ascontiguousarray(out.reshape(b, self.m * self.d).T)
+        return finish_product(self, out, Vt)
 
     def _adjoint(self):
         return self
