@@ -68,7 +68,18 @@ def _theory_pair(config, hessian, data, W, delta):
 
 
 def run_point(config: RunConfig, delta: float, seed: int, spec=None) -> list[dict]:
-    """Simulate and predict one ``(delta, seed)`` point; return its tidy rows."""
+    """Simulate and predict one ``(delta, seed)`` point; return its tidy rows.
+
+    BLAS runs on one thread here, as it does on a single-threaded Dask worker, and the Numba
+    products sum fixed row chunks, so a point gives bit-identical rows wherever it runs.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run_point(config, delta, seed, spec)
+
+
+def _run_point(config: RunConfig, delta: float, seed: int, spec=None) -> list[dict]:
     from .eigen import extreme_eigs, overlaps
     from .hessian import Hessian
 
