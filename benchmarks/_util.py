@@ -79,15 +79,24 @@ class LoadMeter:
         return False
 
 
+SETTLE = 0.3  # seconds of pause before each contender's turn (see time_round_robin)
+
+
 def time_round_robin(funcs: dict, repeats: int) -> dict:
     """Median wall time of each callable in ``funcs``, timed in turn ``repeats`` times.
 
     Round-robin order makes the contenders share the same background load, which keeps their
-    ratios meaningful on a noisy machine.  Returns ``{name: {"median", "min", "times"}}``.
+    ratios meaningful on a noisy machine.  Each turn starts with a pause of ``SETTLE`` seconds
+    and one untimed call: the thread pools of the previous contender (OpenBLAS spins for about
+    0.1 s after a call, Numba's OpenMP pool too unless OMP_WAIT_POLICY=PASSIVE) would otherwise
+    be charged to whoever runs next (measured: a 19.5 ms fused product read 32-34 ms right
+    after a numpy BLAS call).  Returns ``{name: {"median", "min", "times"}}``.
     """
     times = {name: [] for name in funcs}
     for _ in range(repeats):
         for name, f in funcs.items():
+            time.sleep(SETTLE)  # let the previous contender's spinning threads go to sleep
+            f()
             t0 = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t0)
