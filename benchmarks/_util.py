@@ -42,9 +42,7 @@ def _busy_seconds() -> float:
     with open("/proc/stat") as f:
         fields = f.readline().split()[1:]
     ticks = [int(x) for x in fields]
-    busy = (
-        sum(ticks[:8]) - ticks[3] - ticks[4]
-    )  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks[:8]) - ticks[3] - ticks[4]  # user nice system idle iowait irq softirq steal
     return busy / os.sysconf("SC_CLK_TCK")
 
 
@@ -106,9 +104,7 @@ def time_round_robin(funcs: dict, repeats: int) -> dict:
     }
 
 
-def measure(
-    funcs: dict, repeats: int = 7, max_tries: int = 3, high_load: float = HIGH_LOAD
-):
+def measure(funcs: dict, repeats: int = 7, max_tries: int = 3, high_load: float = HIGH_LOAD):
     """:func:`time_round_robin` under a :class:`LoadMeter`, rerun while others' load is high.
 
     Returns ``(timings, other_load, tries)`` of the try with the lowest load from other
@@ -125,9 +121,7 @@ def measure(
     return best
 
 
-def wait_for_quiet(
-    threshold: float = HIGH_LOAD, timeout: float = 300.0, probe: float = 3.0
-):
+def wait_for_quiet(threshold: float = HIGH_LOAD, timeout: float = 300.0, probe: float = 3.0):
     """Wait (up to ``timeout`` s) until other processes use at most ``threshold`` cores.
 
     Probes the load for ``probe`` seconds at a time; returns the last probe's load, which is

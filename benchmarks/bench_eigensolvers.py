@@ -94,9 +94,7 @@ def run_method(H, method, tol, rng):
     """One timed solve; returns (time, result or None, status text)."""
     t0 = time.perf_counter()
     try:
-        result = rmt.extreme_eigs(
-            H, k=5, which="smallest", method=method, tol=tol, rng=rng
-        )
+        result = rmt.extreme_eigs(H, k=5, which="smallest", method=method, tol=tol, rng=rng)
         return time.perf_counter() - t0, result, "ok"
     except ImportError:
         return float("nan"), None, "not installed"
@@ -175,8 +173,10 @@ def product_costs(size, widths, repeats=9):
     print(f"block products at m*d = {size}, median of {repeats}, other load {load.cores:.2f}")
     for b in widths:
         med = statistics.median(times[b])
-        print(f"  b={b:>2}: {1e3 * med:7.1f} ms  = {med / base:5.2f} x b={widths[0]}"
-              f"  ({med / base / b:4.2f} per vector)  min {1e3 * min(times[b]):7.1f} ms")
+        print(
+            f"  b={b:>2}: {1e3 * med:7.1f} ms  = {med / base:5.2f} x b={widths[0]}"
+            f"  ({med / base / b:4.2f} per vector)  min {1e3 * min(times[b]):7.1f} ms"
+        )
     return times
 
 
@@ -201,9 +201,7 @@ def plot(rows, path):
     fig, ax = plt.subplots(figsize=(6, 4))
     for method in ["dense"] + METHODS:
         pts = [
-            (r["size"], r["time_s"])
-            for r in rows
-            if r["method"] == method and r["status"] == "ok"
+            (r["size"], r["time_s"]) for r in rows if r["method"] == method and r["status"] == "ok"
         ]
         if pts:
             ax.loglog(*zip(*pts), "o-", label=method)
@@ -217,9 +215,7 @@ def plot(rows, path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[2000, 8000, 16000, 32000]
-    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000, 16000, 32000])
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--dense-max", type=int, default=8000)
     parser.add_argument(
@@ -241,14 +237,10 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    print(
-        f"numba threads {numba.get_num_threads()}, numpy {np.__version__}, tol {args.tol}"
-    )
+    print(f"numba threads {numba.get_num_threads()}, numpy {np.__version__}, tol {args.tol}")
     with LoadMeter() as load:
         compile_s = compile_time()
-    print(
-        f"numba compile/cache-load time {compile_s:.2f} s (other load {load.cores:.2f} cores)"
-    )
+    print(f"numba compile/cache-load time {compile_s:.2f} s (other load {load.cores:.2f} cores)")
     if args.product_costs:
         product_costs(args.sizes[0], args.product_costs)
     rows = []

@@ -69,9 +69,7 @@ def run_simulation(net, Q, delta, d, seed):
     m = net.width
     data = PHASE.sample(int(delta * d), d, rng)
     vals, vecs = np.linalg.eigh(Q)
-    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[
-        0
-    ]
+    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[0]
     W = B[:, 1 : 1 + m] @ (vecs * np.sqrt(np.clip(vals, 0, None))) @ vecs.T  # W^T W = Q
     H = rmt.Hessian(net, data, W).to_dense()
     md = m * d

@@ -41,16 +41,10 @@ def parse_args(argv=None):
     p.add_argument("--block", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument(
-        "--widths", default="1,2,3,4,6", help="widths of the sweep ('' to skip)"
-    )
+    p.add_argument("--widths", default="1,2,3,4,6", help="widths of the sweep ('' to skip)")
     p.add_argument("--seed", type=int, default=20261130)
-    p.add_argument(
-        "--max-tries", type=int, default=3, help="reruns while others' load is high"
-    )
-    p.add_argument(
-        "--wait", type=float, default=0.0, help="seconds to wait for a quiet machine"
-    )
+    p.add_argument("--max-tries", type=int, default=3, help="reruns while others' load is high")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a quiet machine")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     return p.parse_args(argv)
 
@@ -106,24 +100,16 @@ def main_timings(H, args, rng):
     funcs, err = contenders(H, args.block, rng)
     if args.wait:
         wait_for_quiet(timeout=args.wait)
-    timings, load, tries = measure(
-        funcs, repeats=args.repeats, max_tries=args.max_tries
-    )
+    timings, load, tries = measure(funcs, repeats=args.repeats, max_tries=args.max_tries)
     t = {k: v["median"] for k, v in timings.items()}
     nominal = H.data.X.nbytes / (NOMINAL_GBS * 1e9)
     measured = t["one pass over X (parallel sum)"]
     base = t["numpy obvious, 1 vector"]
     print(f"\nn={H.n} d={H.d} m={H.m}; kernel for m={H.m}: {hvp_kernel(H.m).__name__}")
     print(f"max relative difference, Hessian.matvec vs numpy: {err:.1e}")
-    print(
-        f"other processes' load: {load:.2f} cores (try {tries}); median of {args.repeats}"
-    )
-    print(
-        f"one-pass bound: nominal {fmt_ms(nominal)} (30 GB/s), measured {fmt_ms(measured)}"
-    )
-    print(
-        f"{'':34s} {'time':>10s} {'/numpy':>7s} {'/bound':>7s} {'/measured pass':>15s}"
-    )
+    print(f"other processes' load: {load:.2f} cores (try {tries}); median of {args.repeats}")
+    print(f"one-pass bound: nominal {fmt_ms(nominal)} (30 GB/s), measured {fmt_ms(measured)}")
+    print(f"{'':34s} {'time':>10s} {'/numpy':>7s} {'/bound':>7s} {'/measured pass':>15s}")
     for name, sec in t.items():
         print(
             f"{name:34s} {fmt_ms(sec)} {sec / base:7.3f} {sec / nominal:7.2f} "
@@ -159,9 +145,7 @@ def sweep_one(m, args, rng):
     }
     for f in funcs.values():
         f()
-    timings, load, _ = measure(
-        funcs, repeats=max(3, args.repeats // 2), max_tries=args.max_tries
-    )
+    timings, load, _ = measure(funcs, repeats=max(3, args.repeats // 2), max_tries=args.max_tries)
     return {
         "kernel": kernel.__name__,
         "other_load": load,
@@ -175,9 +159,7 @@ def width_sweep(args, rng):
     rows = {}
     if widths:
         print(f"\nwidth sweep, one vector, median of {max(3, args.repeats // 2)}:")
-        print(
-            f"{'m':>3s} {'kernel':>8s} {'dispatch':>10s} {'generic':>10s} {'numpy T':>10s} load"
-        )
+        print(f"{'m':>3s} {'kernel':>8s} {'dispatch':>10s} {'generic':>10s} {'numpy T':>10s} load")
     for m in widths:
         r = rows[m] = sweep_one(m, args, rng)
         print(
@@ -219,13 +201,10 @@ def compile_times(m, threads):
                 check=True,
             ).stdout
             results[label] = json.loads(out.strip().splitlines()[-1])
-    print(
-        f"\ncompile time, m={m}, fresh processes (first call / later call, tiny problem):"
-    )
+    print(f"\ncompile time, m={m}, fresh processes (first call / later call, tiny problem):")
     for label, r in results.items():
         parts = ", ".join(
-            f"{k} {r[k][0]:.2f} s / {1e3 * r[k][1]:.2f} ms"
-            for k in ("unrolled", "generic")
+            f"{k} {r[k][0]:.2f} s / {1e3 * r[k][1]:.2f} ms" for k in ("unrolled", "generic")
         )
         print(f"  {label:13s}: {parts}; import {1e3 * r['import']:.0f} ms")
     return results

@@ -54,24 +54,16 @@ def parse_args(argv=None):
     p.add_argument("--n", type=int, default=8000)
     p.add_argument("--d", type=int, default=2000)
     p.add_argument("--m", type=int, default=4)
-    p.add_argument(
-        "--eig-d", type=int, default=1000, help="d of the eigenvalue comparison"
-    )
+    p.add_argument("--eig-d", type=int, default=1000, help="d of the eigenvalue comparison")
     p.add_argument("--k", type=int, default=5)
-    p.add_argument(
-        "--eig-repeats", type=int, default=3, help="round-robin runs of fast solvers"
-    )
+    p.add_argument("--eig-repeats", type=int, default=3, help="round-robin runs of fast solvers")
     p.add_argument("--tol", type=float, default=1e-10)
     p.add_argument("--weight-decay", type=float, default=1e-3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=20261130)
-    p.add_argument(
-        "--max-tries", type=int, default=3, help="reruns while others' load is high"
-    )
-    p.add_argument(
-        "--wait", type=float, default=0.0, help="seconds to wait for a quiet machine"
-    )
+    p.add_argument("--max-tries", type=int, default=3, help="reruns while others' load is high")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a quiet machine")
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
 
@@ -123,12 +115,8 @@ class TorchHVP:
         self.count = 0
 
     def __call__(self, v):
-        v = torch.from_numpy(
-            np.ascontiguousarray(v, dtype=np.float64).reshape(self.param.shape)
-        )
-        (hv,) = torch.autograd.grad(
-            self.grad, self.param, grad_outputs=v, retain_graph=True
-        )
+        v = torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64).reshape(self.param.shape))
+        (hv,) = torch.autograd.grad(self.grad, self.param, grad_outputs=v, retain_graph=True)
         self.count += 1
         return hv.detach().numpy().ravel()
 
@@ -148,27 +136,18 @@ def product_contenders(prob: Problem, rng):
 
         def ph_hvp(v):
             t = [torch.from_numpy(v.reshape(model.Wt.shape))]
-            return (
-                hessian_vector_product(ph.gradsH, ph.params, t)[0]
-                .detach()
-                .numpy()
-                .ravel()
-            )
+            return hessian_vector_product(ph.gradsH, ph.params, t)[0].detach().numpy().ravel()
 
         out["PyHessian hessian_vector_product"] = ph_hvp
     het = optional("hessian_eigenthings")
     if het is not None:
-        op = het.HessianOperator(
-            model, [(prob.X, prob.y)], het.supervised_loss(prob.loss)
-        )
+        op = het.HessianOperator(model, [(prob.X, prob.y)], het.supervised_loss(prob.loss))
         out["hessian-eigenthings HessianOperator"] = lambda v: op.matvec(
             torch.from_numpy(v)
         ).numpy()
     curv = optional("curvlinops")
     if curv is not None:
-        mse = torch.nn.MSELoss(
-            reduction="mean"
-        )  # (f-y)^2 averaged: twice our loss, no decay
+        mse = torch.nn.MSELoss(reduction="mean")  # (f-y)^2 averaged: twice our loss, no decay
         data = [(prob.X, prob.y)]
         cop = curv.HessianLinearOperator(model, mse, [model.Wt], data)
         out["curvlinops HessianLinearOperator"] = lambda v: (
@@ -176,9 +155,7 @@ def product_contenders(prob: Problem, rng):
         )
     v = rng.standard_normal(H.shape[0])
     ref = H.matvec(v)
-    errors = {
-        k: float(np.abs(f(v) - ref).max() / np.abs(ref).max()) for k, f in out.items()
-    }
+    errors = {k: float(np.abs(f(v) - ref).max() / np.abs(ref).max()) for k, f in out.items()}
     return out, errors, v
 
 
@@ -197,9 +174,7 @@ def compare_products(prob: Problem, args, rng):
     )
     print(f"{'':38s} {'time':>10s} {'/rmt':>7s} {'max rel diff vs rmt':>20s}")
     for k, t in timings.items():
-        print(
-            f"{k:38s} {fmt_ms(t['median'])} {t['median'] / base:7.2f} {errors[k]:20.1e}"
-        )
+        print(f"{k:38s} {fmt_ms(t['median'])} {t['median'] / base:7.2f} {errors[k]:20.1e}")
     for pkg in ("pyhessian", "hessian_eigenthings", "curvlinops"):
         if optional(pkg) is None:
             print(f"{pkg}: unavailable (not installed)")
@@ -242,14 +217,10 @@ def rmt_solvers(prob: Problem, args):
     warm = Problem(200, 20, prob.H.m, prob.wd, np.random.default_rng(0)).H
     out = {}
     for method in ("lanczos", "block_lanczos", "arpack"):
-        extreme_eigs(
-            warm, k=args.k, method=method, tol=args.tol
-        )  # compile outside the timing
+        extreme_eigs(warm, k=args.k, method=method, tol=args.tol)  # compile outside the timing
 
         def solve(method=method):
-            r = extreme_eigs(
-                prob.H, k=args.k, method=method, tol=args.tol, rng=args.seed
-            )
+            r = extreme_eigs(prob.H, k=args.k, method=method, tol=args.tol, rng=args.seed)
             return r.values, r.wall_time, r.n_matvec, bool(np.all(r.converged))
 
         out[f"rmt.extreme_eigs {method}"] = solve
@@ -293,9 +264,7 @@ def run_eigsh_torch(prob: Problem, args):
 def run_eigenthings(prob: Problem, args, reorthogonalize):
     """hessian-eigenthings' Lanczos (which="SA", 200 steps) on its own HessianOperator."""
     het = optional("hessian_eigenthings")
-    op = het.HessianOperator(
-        prob.model, [(prob.X, prob.y)], het.supervised_loss(prob.loss)
-    )
+    op = het.HessianOperator(prob.model, [(prob.X, prob.y)], het.supervised_loss(prob.loss))
     calls = {"n": 0}
     counted = het.LambdaOperator(
         lambda v: (calls.__setitem__("n", calls["n"] + 1), op.matvec(v))[1],
@@ -358,12 +327,8 @@ def compare_eigensolvers(args, rng):
     if optional("pyhessian") is not None:
         with LoadMeter() as meter:
             vals, wall, _, _ = run_pyhessian(prob, args)
-        err = np.abs(
-            np.sort(np.abs(vals)) - np.sort(np.abs(ref["largest_magnitude"]))
-        ).max()
-        print(
-            f"PyHessian eigenvalues(top_n={args.k}): {fmt_ms(wall)}, load {meter.other_load:.2f}"
-        )
+        err = np.abs(np.sort(np.abs(vals)) - np.sort(np.abs(ref["largest_magnitude"]))).max()
+        print(f"PyHessian eigenvalues(top_n={args.k}): {fmt_ms(wall)}, load {meter.other_load:.2f}")
         print(f"  returned  {np.array2string(np.sort(vals), precision=5)}")
         print(
             f"  dense top-|lambda| {np.array2string(np.sort(ref['largest_magnitude']), precision=5)}"

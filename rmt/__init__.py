@@ -12,9 +12,10 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # -- data and network (THEORY.md sections 1-2) ----------------------------------------------
-from .models import TARGETS, Dataset, MultiIndexModel  # noqa: F401
-from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401
-from .hessian import Hessian  # noqa: F401
+# -- free probability (issue 4) ---------------------------------------------------------------
+from . import ensembles  # noqa: F401
+from .config import RunConfig, parse_deltas  # noqa: F401
+from .distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: F401
 
 # -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
 from .eigen import (  # noqa: F401
@@ -25,9 +26,7 @@ from .eigen import (  # noqa: F401
     overlaps,
     spectral_density,
 )
-
-# -- free probability (issue 4) ---------------------------------------------------------------
-from . import ensembles  # noqa: F401
+from .experiments import run_point, run_sweep  # noqa: F401
 from .freeprob import (  # noqa: F401
     BBPThreshold,
     BulkDensity,
@@ -46,6 +45,9 @@ from .freeprob import (  # noqa: F401
     outliers,
     stieltjes,
 )
+from .hessian import Hessian  # noqa: F401
+from .models import TARGETS, Dataset, MultiIndexModel  # noqa: F401
+from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
 from .points import (  # noqa: F401
@@ -59,10 +61,7 @@ from .points import (  # noqa: F401
     theta_overlap,
     train_first_phase,
 )
-from .thresholds import ThresholdResult, delta_nn  # noqa: F401
-from .config import RunConfig, parse_deltas  # noqa: F401
-from .experiments import run_point, run_sweep  # noqa: F401
 
 # -- scale-out (issue 6) -----------------------------------------------------------------------
 from .streaming import StreamingHessian  # noqa: F401
-from .distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: F401
+from .thresholds import ThresholdResult, delta_nn  # noqa: F401

@@ -22,7 +22,9 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def _common(p):
     g = p.add_argument_group("configuration")
-    g.add_argument("--target", default="phase_retrieval", help="registry target (default %(default)s)")
+    g.add_argument(
+        "--target", default="phase_retrieval", help="registry target (default %(default)s)"
+    )
     g.add_argument("--k", type=int, default=None, help="number of hidden directions")
     g.add_argument("--noise", type=float, default=0.0, help="label noise standard deviation")
     g.add_argument("--width", type=int, default=2, help="hidden width m (default %(default)s)")
@@ -48,8 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     th = sub.add_parser("threshold", help="delta_NN, delta_BBP and delta_alg")
     _common(th)
     th.add_argument("--max-delta", type=float, default=64.0, help="search up to this delta")
-    th.add_argument("--table", action="store_true",
-                    help="also tabulate delta_NN/delta_alg over activations, losses and widths")
+    th.add_argument(
+        "--table",
+        action="store_true",
+        help="also tabulate delta_NN/delta_alg over activations, losses and widths",
+    )
     tr = sub.add_parser("train", help="first phase of gradient descent and the escape")
     _common(tr)
     tr.add_argument("--steps", type=int, default=3000, help="maximum first-phase steps")
@@ -69,10 +74,19 @@ def config_from_args(args):
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
     return RunConfig(
-        target=args.target, k=args.k, noise=args.noise, width=args.width,
-        activation=args.activation, loss=args.loss, huber_delta=args.huber_delta,
-        point=args.point, d=args.d, deltas=args.delta, seeds=tuple(range(args.seeds)),
-        train_steps=getattr(args, "steps", 2000), lr=getattr(args, "lr", 0.5),
+        target=args.target,
+        k=args.k,
+        noise=args.noise,
+        width=args.width,
+        activation=args.activation,
+        loss=args.loss,
+        huber_delta=args.huber_delta,
+        point=args.point,
+        d=args.d,
+        deltas=args.delta,
+        seeds=tuple(range(args.seeds)),
+        train_steps=getattr(args, "steps", 2000),
+        lr=getattr(args, "lr", 0.5),
     )
 
 

@@ -25,15 +25,29 @@ def main(argv=None):
     parser.add_argument("--points", type=int, default=8, help="values of delta (default 8)")
     args = parser.parse_args(argv)
 
-    from .commands import (TABLE_COLUMNS, _write_rows, cmd_sweep, format_threshold_table,
-                           threshold_figure, threshold_table)
+    from .commands import (
+        TABLE_COLUMNS,
+        _write_rows,
+        cmd_sweep,
+        format_threshold_table,
+        threshold_figure,
+        threshold_table,
+    )
     from .config import RunConfig
 
     t0 = time.perf_counter()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    base = RunConfig(target="phase_retrieval", width=2, activation="softplus", loss="huber",
-                     point="population", d=args.d, deltas=(1.0,), seeds=(0,))
+    base = RunConfig(
+        target="phase_retrieval",
+        width=2,
+        activation="softplus",
+        loss="huber",
+        point="population",
+        d=args.d,
+        deltas=(1.0,),
+        seeds=(0,),
+    )
     print("== delta_NN / delta_alg, phase retrieval, population point ==")
     table = threshold_table(base)
     print(format_threshold_table(table))
@@ -44,16 +58,29 @@ def main(argv=None):
     if not np.isfinite(dnn):
         raise SystemExit(f"the demo configuration has no transition: {table[0]['reason']}")
     deltas = tuple(np.round(np.geomspace(dnn / 2.5, dnn * 5.0, args.points), 4))
-    config = RunConfig(target="phase_retrieval", width=2, activation="softplus", loss="huber",
-                       point="population", d=args.d, deltas=deltas,
-                       seeds=tuple(range(args.seeds)))
-    print(f"\n== sweep: {len(deltas)} values of delta around delta_NN = {dnn:.3g}, "
-          f"d = {args.d}, {args.seeds} seeds ==")
+    config = RunConfig(
+        target="phase_retrieval",
+        width=2,
+        activation="softplus",
+        loss="huber",
+        point="population",
+        d=args.d,
+        deltas=deltas,
+        seeds=tuple(range(args.seeds)),
+    )
+    print(
+        f"\n== sweep: {len(deltas)} values of delta around delta_NN = {dnn:.3g}, "
+        f"d = {args.d}, {args.seeds} seeds =="
+    )
     summary = cmd_sweep(config, out / "sweep")
-    print(f"largest |bottom eigenvalue - prediction| over the sweep: "
-          f"{summary['max_abs_error_bottom']:.3g}")
-    print(f"files in {out}: threshold_table.csv/png; in {out / 'sweep'}: "
-          + ", ".join(summary["files"]))
+    print(
+        f"largest |bottom eigenvalue - prediction| over the sweep: "
+        f"{summary['max_abs_error_bottom']:.3g}"
+    )
+    print(
+        f"files in {out}: threshold_table.csv/png; in {out / 'sweep'}: "
+        + ", ".join(summary["files"])
+    )
     print(f"demo finished in {time.perf_counter() - t0:.0f} s")
 
 

@@ -17,11 +17,29 @@ from .config import RunConfig
 from .tables import ResumableCSV, environment_versions, timestamp, write_json
 
 SWEEP_COLUMNS = [
-    "delta", "seed", "index", "n", "d", "point",
-    "eigenvalue", "overlap_theta", "residual", "n_matvec",
-    "theory_edge_lo", "theory_edge_hi", "theory_outlier", "theory_overlap_theta", "theory_bottom",
-    "plugin_edge_lo", "plugin_outlier", "plugin_overlap_theta", "plugin_bottom",
-    "plugin_error", "time_point_s", "time_eigs_s", "time_theory_s",
+    "delta",
+    "seed",
+    "index",
+    "n",
+    "d",
+    "point",
+    "eigenvalue",
+    "overlap_theta",
+    "residual",
+    "n_matvec",
+    "theory_edge_lo",
+    "theory_edge_hi",
+    "theory_outlier",
+    "theory_overlap_theta",
+    "theory_bottom",
+    "plugin_edge_lo",
+    "plugin_outlier",
+    "plugin_overlap_theta",
+    "plugin_bottom",
+    "plugin_error",
+    "time_point_s",
+    "time_eigs_s",
+    "time_theory_s",
 ]
 SWEEP_KEY = ("delta", "seed", "index")
 
@@ -39,8 +57,13 @@ def theory_at(law, delta: float, n_out: int) -> dict:
     values = [o.value for o in outs[:n_out]]
     overlaps = [o.overlap_theta for o in outs[:n_out]]
     bottom = values[0] if values else edges.lo
-    return {"edge_lo": edges.lo, "edge_hi": edges.hi, "outliers": values,
-            "overlaps": overlaps, "bottom": bottom}
+    return {
+        "edge_lo": edges.lo,
+        "edge_hi": edges.hi,
+        "outliers": values,
+        "overlaps": overlaps,
+        "bottom": bottom,
+    }
 
 
 def point_weights(config: RunConfig, data, spec, rng):
@@ -52,8 +75,15 @@ def point_weights(config: RunConfig, data, spec, rng):
         return spec.draw(data.d, data.theta, rng)
     from .points import train_first_phase
 
-    res = train_first_phase(net, data, lr=config.lr, max_steps=config.train_steps,
-                            weight_decay=config.weight_decay, rng=rng, progress=False)
+    res = train_first_phase(
+        net,
+        data,
+        lr=config.lr,
+        max_steps=config.train_steps,
+        weight_decay=config.weight_decay,
+        rng=rng,
+        progress=False,
+    )
     return res.W
 
 
@@ -89,28 +119,42 @@ def _run_point(config: RunConfig, delta: float, seed: int, spec=None) -> list[di
     W = point_weights(config, data, spec, rng)
     H = Hessian(config.net(), data, W, weight_decay=config.weight_decay)
     t1 = time.perf_counter()
-    res = extreme_eigs(H, k=config.n_eigs, which="smallest", method=config.method,
-                       tol=1e-8, rng=rng)
+    res = extreme_eigs(
+        H, k=config.n_eigs, which="smallest", method=config.method, tol=1e-8, rng=rng
+    )
     ov = overlaps(res.vectors, data.theta, config.width)
     t2 = time.perf_counter()
     theory, plug = _theory_pair(config, H, data, W, delta)
     t3 = time.perf_counter()
     rows = []
     for i in range(config.n_eigs):
-        rows.append({
-            "delta": delta, "seed": seed, "index": i, "n": data.n, "d": data.d,
-            "point": config.point, "eigenvalue": float(res.values[i]),
-            "overlap_theta": float(ov[i]), "residual": float(res.residuals[i]),
-            "n_matvec": res.n_matvec,
-            "theory_edge_lo": theory["edge_lo"], "theory_edge_hi": theory["edge_hi"],
-            "theory_outlier": _nth(theory["outliers"], i),
-            "theory_overlap_theta": _nth(theory["overlaps"], i),
-            "theory_bottom": theory["bottom"],
-            "plugin_edge_lo": plug["edge_lo"], "plugin_outlier": _nth(plug["outliers"], i),
-            "plugin_overlap_theta": _nth(plug["overlaps"], i), "plugin_bottom": plug["bottom"],
-            "plugin_error": float(res.values[0]) - plug["bottom"],
-            "time_point_s": t1 - t0, "time_eigs_s": t2 - t1, "time_theory_s": t3 - t2,
-        })
+        rows.append(
+            {
+                "delta": delta,
+                "seed": seed,
+                "index": i,
+                "n": data.n,
+                "d": data.d,
+                "point": config.point,
+                "eigenvalue": float(res.values[i]),
+                "overlap_theta": float(ov[i]),
+                "residual": float(res.residuals[i]),
+                "n_matvec": res.n_matvec,
+                "theory_edge_lo": theory["edge_lo"],
+                "theory_edge_hi": theory["edge_hi"],
+                "theory_outlier": _nth(theory["outliers"], i),
+                "theory_overlap_theta": _nth(theory["overlaps"], i),
+                "theory_bottom": theory["bottom"],
+                "plugin_edge_lo": plug["edge_lo"],
+                "plugin_outlier": _nth(plug["outliers"], i),
+                "plugin_overlap_theta": _nth(plug["overlaps"], i),
+                "plugin_bottom": plug["bottom"],
+                "plugin_error": float(res.values[0]) - plug["bottom"],
+                "time_point_s": t1 - t0,
+                "time_eigs_s": t2 - t1,
+                "time_theory_s": t3 - t2,
+            }
+        )
     return rows
 
 
@@ -133,8 +177,13 @@ def prepare_point(config: RunConfig):
 def _spec_summary(spec):
     if spec is None:
         return None
-    return {"Q": spec.Q, "M": spec.M, "risk": spec.risk, "converged": spec.converged,
-            "grad_norm": spec.grad_norm}
+    return {
+        "Q": spec.Q,
+        "M": spec.M,
+        "risk": spec.risk,
+        "converged": spec.converged,
+        "grad_norm": spec.grad_norm,
+    }
 
 
 def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True) -> list[dict]:
@@ -170,9 +219,12 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True) -> lis
         status = "complete"
     finally:
         if manifest_path:
-            manifest.update(status=status, finished=timestamp(),
-                            wall_time_s=time.perf_counter() - started,
-                            points_done=len({(r["delta"], r["seed"]) for r in rows}))
+            manifest.update(
+                status=status,
+                finished=timestamp(),
+                wall_time_s=time.perf_counter() - started,
+                points_done=len({(r["delta"], r["seed"]) for r in rows}),
+            )
             write_json(manifest_path, manifest)
     return sorted(rows, key=lambda r: (r["delta"], r["seed"], r["index"]))
 
@@ -202,7 +254,12 @@ def _jsonable(obj):
 
 
 def _manifest(config, spec, n_new, scheduler):
-    return {"config": _jsonable(config.to_dict()), "versions": environment_versions(),
-            "seeds": list(config.seeds), "started": timestamp(), "new_points": n_new,
-            "scheduler": None if scheduler is None else str(scheduler),
-            "population_point": _jsonable(_spec_summary(spec))}
+    return {
+        "config": _jsonable(config.to_dict()),
+        "versions": environment_versions(),
+        "seeds": list(config.seeds),
+        "started": timestamp(),
+        "new_points": n_new,
+        "scheduler": None if scheduler is None else str(scheduler),
+        "population_point": _jsonable(_spec_summary(spec)),
+    }

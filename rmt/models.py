@@ -174,8 +174,10 @@ class MultiIndexModel:
 
     @property
     def name(self) -> str:
-        return self._target.name if self._target is not None else getattr(
-            self.target, "__name__", "custom"
+        return (
+            self._target.name
+            if self._target is not None
+            else getattr(self.target, "__name__", "custom")
         )
 
     @property

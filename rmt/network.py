@@ -86,8 +86,7 @@ class TwoLayerNet:
         y = as_float_array(y, "y", ndim=1)
         if U.shape[1] != self.width or U.shape[0] != y.shape[0]:
             raise ValueError(
-                f"U must have shape (N, {self.width}) with N = len(y) = {y.shape[0]}; "
-                f"got {U.shape}"
+                f"U must have shape (N, {self.width}) with N = len(y) = {y.shape[0]}; got {U.shape}"
             )
         self._check_labels(y)
         N, m = U.shape

@@ -12,7 +12,11 @@ import numpy as np
 
 THEORY_COLOR = "#c0392b"
 SIM_COLOR = "#2c3e50"
-MARKS = {"delta_alg": ("#27ae60", ":"), "delta_bbp": ("#8e44ad", "--"), "delta_nn": ("#d35400", "-.")}
+MARKS = {
+    "delta_alg": ("#27ae60", ":"),
+    "delta_bbp": ("#8e44ad", "--"),
+    "delta_nn": ("#d35400", "-."),
+}
 
 
 def new_figure(nrows=1, ncols=1, width=5.0, height=3.6, **kwargs):
@@ -31,8 +35,16 @@ def save_figure(fig, path) -> None:
     fig.savefig(path, dpi=130)
 
 
-def plot_spectrum(ax, eigenvalues, density=None, edges=None, outliers=None, sim_outliers=None,
-                  title=None, atom_tol=1e-9):
+def plot_spectrum(
+    ax,
+    eigenvalues,
+    density=None,
+    edges=None,
+    outliers=None,
+    sim_outliers=None,
+    title=None,
+    atom_tol=1e-9,
+):
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
     ``density`` is ``(x, rho)`` for the continuous part; ``edges`` is ``(lo, hi)``;
@@ -45,11 +57,23 @@ def plot_spectrum(ax, eigenvalues, density=None, edges=None, outliers=None, sim_
     at_zero = np.abs(ev) <= atom_tol * np.max(np.abs(ev))
     rest = ev[~at_zero]
     bins = np.histogram_bin_edges(rest, bins=max(20, int(math.sqrt(rest.size))))
-    ax.hist(rest, bins=bins, weights=np.full(rest.size, 1.0 / (ev.size * np.diff(bins)[0])),
-            color="0.75", edgecolor="none", label="empirical")
+    ax.hist(
+        rest,
+        bins=bins,
+        weights=np.full(rest.size, 1.0 / (ev.size * np.diff(bins)[0])),
+        color="0.75",
+        edgecolor="none",
+        label="empirical",
+    )
     if at_zero.any():
-        ax.text(0.02, 0.95, f"atom at 0: {at_zero.mean():.1%} of eigenvalues",
-                transform=ax.transAxes, fontsize=7, va="top")
+        ax.text(
+            0.02,
+            0.95,
+            f"atom at 0: {at_zero.mean():.1%} of eigenvalues",
+            transform=ax.transAxes,
+            fontsize=7,
+            va="top",
+        )
     if density is not None:
         ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label="predicted density")
     for e in edges if edges is not None else ():
@@ -57,11 +81,23 @@ def plot_spectrum(ax, eigenvalues, density=None, edges=None, outliers=None, sim_
             ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")
     ymax = ax.get_ylim()[1]
     if outliers is not None and len(outliers):
-        ax.plot(outliers, np.full(len(outliers), 0.08 * ymax), "v", color=THEORY_COLOR, ms=8,
-                label="predicted outlier")
+        ax.plot(
+            outliers,
+            np.full(len(outliers), 0.08 * ymax),
+            "v",
+            color=THEORY_COLOR,
+            ms=8,
+            label="predicted outlier",
+        )
     if sim_outliers is not None and len(sim_outliers):
-        ax.plot(sim_outliers, np.full(len(sim_outliers), 0.03 * ymax), "x", color=SIM_COLOR,
-                ms=7, label="empirical extremes")
+        ax.plot(
+            sim_outliers,
+            np.full(len(sim_outliers), 0.03 * ymax),
+            "x",
+            color=SIM_COLOR,
+            ms=7,
+            label="empirical extremes",
+        )
     ax.set_xlabel("eigenvalue")
     ax.set_ylabel("density")
     if title:
@@ -94,8 +130,16 @@ def summarize_by_delta(rows, column, index=0):
 def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None):
     """Bottom eigenvalue against ``delta``: simulation (mean +- sd over seeds), theory, edge."""
     dl, mean, std = summarize_by_delta(rows, "eigenvalue")
-    ax.errorbar(dl, mean, yerr=std, fmt="o", color=SIM_COLOR, ms=4, capsize=3,
-                label="simulation: bottom eigenvalue")
+    ax.errorbar(
+        dl,
+        mean,
+        yerr=std,
+        fmt="o",
+        color=SIM_COLOR,
+        ms=4,
+        capsize=3,
+        label="simulation: bottom eigenvalue",
+    )
     if theory_curve is not None:
         x = theory_curve["delta"]
         ax.plot(x, theory_curve["edge_lo"], color="0.4", lw=1.2, label="predicted bulk edge")
@@ -111,11 +155,15 @@ def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None):
 def plot_overlap(ax, rows, theory_curve=None, thresholds=None):
     """Squared overlap of the bottom eigenvector with ``Theta*`` against ``delta``."""
     dl, mean, std = summarize_by_delta(rows, "overlap_theta")
-    ax.errorbar(dl, mean, yerr=std, fmt="o", color=SIM_COLOR, ms=4, capsize=3,
-                label="simulation")
+    ax.errorbar(dl, mean, yerr=std, fmt="o", color=SIM_COLOR, ms=4, capsize=3, label="simulation")
     if theory_curve is not None:
-        ax.plot(theory_curve["delta"], theory_curve["overlap_theta"], color=THEORY_COLOR,
-                lw=1.6, label="prediction")
+        ax.plot(
+            theory_curve["delta"],
+            theory_curve["overlap_theta"],
+            color=THEORY_COLOR,
+            lw=1.6,
+            label="prediction",
+        )
     mark_thresholds(ax, thresholds or {})
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(r"$\delta = n/d$")
@@ -139,8 +187,14 @@ def plot_threshold_chart(ax, entries):
     ax.barh(y, heights, color=colors)
     for yi, r, e in zip(y, ratios, entries):
         text = f"{r:.2f}" if np.isfinite(r) else f"no transition: {_short_reason(e['reason'])}"
-        ax.text(0.02 * cap, yi, text, va="center", fontsize=7,
-                color="white" if np.isfinite(r) else "black")
+        ax.text(
+            0.02 * cap,
+            yi,
+            text,
+            va="center",
+            fontsize=7,
+            color="white" if np.isfinite(r) else "black",
+        )
     ax.axvline(1.0, color=MARKS["delta_alg"][0], ls=":", lw=1.2)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
@@ -151,10 +205,12 @@ def plot_threshold_chart(ax, entries):
 
 def _short_reason(reason: str) -> str:
     """A few words for a chart label, from a ``delta_nn`` reason."""
-    for key, short in (("unbounded", "curvature unbounded below"),
-                       ("positive semidefinite", "no negative curvature"),
-                       ("no label information", "curvature carries no label information"),
-                       ("failed", "solver failure")):
+    for key, short in (
+        ("unbounded", "curvature unbounded below"),
+        ("positive semidefinite", "no negative curvature"),
+        ("no label information", "curvature carries no label information"),
+        ("failed", "solver failure"),
+    ):
         if key in reason:
             return short
     return "none in the searched range"
@@ -173,7 +229,8 @@ def plot_training(ax_loss, ax_overlap, curves, predicted_escape=None, phase_end=
         if phase_end is not None:
             ax.axvline(phase_end, color="0.5", ls="--", lw=1, label="end of first phase")
         if predicted_escape is not None and np.isfinite(predicted_escape):
-            ax.axvline(predicted_escape, color=THEORY_COLOR, ls="-.", lw=1.2,
-                       label="predicted escape")
+            ax.axvline(
+                predicted_escape, color=THEORY_COLOR, ls="-.", lw=1.2, label="predicted escape"
+            )
     ax_overlap.legend(fontsize=7)
     return ax_loss, ax_overlap

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_nonneg_float
-
 DEFAULT_RANGE = (0.05, 64.0)
 
 
@@ -48,8 +46,16 @@ class ThresholdResult:
     notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        keys = ["delta_nn", "delta_alg", "delta_bbp", "edge", "outlier", "overlap_theta",
-                "converged", "reason"]
+        keys = [
+            "delta_nn",
+            "delta_alg",
+            "delta_bbp",
+            "edge",
+            "outlier",
+            "overlap_theta",
+            "converged",
+            "reason",
+        ]
         return {k: getattr(self, k) for k in keys}
 
 
@@ -59,8 +65,11 @@ def descent_outlier(law, delta, overlap_tol=1e-3, require_negative=True):
     from .freeprob import outliers
 
     outs = outliers(law, delta, side="left")
-    good = [o for o in outs if o.overlap_theta > overlap_tol and o.converged
-            and (o.value < 0 or not require_negative)]
+    good = [
+        o
+        for o in outs
+        if o.overlap_theta > overlap_tol and o.converged and (o.value < 0 or not require_negative)
+    ]
     return (min(good, key=lambda o: o.value) if good else None), outs
 
 
@@ -105,9 +114,11 @@ def _zero_crossing(law, lo, hi, n_grid, notes):
     for x in np.geomspace(lo, hi, n_grid)[1:]:
         v = _outlier_value(law, x, notes)
         if np.isfinite(v) and v < 0:
+
             def f(t):
                 val = _outlier_value(law, t, notes)
                 return val if np.isfinite(val) else 1.0  # no outlier yet: not below 0
+
             root, info = brentq(f, prev, x, xtol=1e-12, rtol=1e-10, full_output=True)
             return root, info.converged
         prev = x
@@ -129,12 +140,14 @@ def _point_QM(model, net, point):
 
 
 def _infinite(dalg, dbbp, reason, notes, converged=True):
-    return ThresholdResult(np.inf, dalg, dbbp, np.nan, np.nan, np.nan, converged, reason,
-                           notes=notes)
+    return ThresholdResult(
+        np.inf, dalg, dbbp, np.nan, np.nan, np.nan, converged, reason, notes=notes
+    )
 
 
-def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RANGE,
-             n_grid=32) -> ThresholdResult:
+def delta_nn(
+    model, net, point="population", side="left", delta_range=DEFAULT_RANGE, n_grid=32
+) -> ThresholdResult:
     """``delta_NN`` of a configuration (see the module docstring for the definition).
 
     ``delta_BBP`` (:func:`rmt.bbp_threshold`) is where the first outlier carrying ``Theta*``
@@ -154,22 +167,41 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
     dalg = float(delta_alg(model).value)
     law = SpikeLaw.from_network(model, net, Q, M)
     if law.unbounded[0]:
-        return _infinite(dalg, np.inf, "the curvature blocks D are unbounded below, so the bulk "
-                         "has no left edge and no outlier can separate (THEORY.md section 4)",
-                         notes)
+        return _infinite(
+            dalg,
+            np.inf,
+            "the curvature blocks D are unbounded below, so the bulk "
+            "has no left edge and no outlier can separate (THEORY.md section 4)",
+            notes,
+        )
     if _label_free(law):
-        return _infinite(dalg, np.inf, "the curvature blocks D carry no label information at "
-                         "this point, so no outlier correlates with Theta*", notes)
+        return _infinite(
+            dalg,
+            np.inf,
+            "the curvature blocks D carry no label information at "
+            "this point, so no outlier correlates with Theta*",
+            notes,
+        )
     if _positive_semidefinite(law):
-        return _infinite(dalg, np.inf, "every curvature block D is positive semidefinite, so the "
-                         "Hessian has no negative direction at any delta", notes)
+        return _infinite(
+            dalg,
+            np.inf,
+            "every curvature block D is positive semidefinite, so the "
+            "Hessian has no negative direction at any delta",
+            notes,
+        )
     try:
         bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
     except RuntimeError as exc:  # reported with converged=False, never as a number
         return _infinite(dalg, np.nan, f"the BBP search failed: {exc}", notes, converged=False)
     if not bbp.found:
-        return _infinite(dalg, bbp.delta, f"no outlier with Theta* overlap leaves the bulk: "
-                         f"{bbp.reason}", notes, converged=bbp.converged)
+        return _infinite(
+            dalg,
+            bbp.delta,
+            f"no outlier with Theta* overlap leaves the bulk: {bbp.reason}",
+            notes,
+            converged=bbp.converged,
+        )
     d0 = float(bbp.delta)
     edge0 = float(bulk_edges(law, d0).lo)
     if edge0 < 0:
@@ -177,11 +209,17 @@ def delta_nn(model, net, point="population", side="left", delta_range=DEFAULT_RA
     else:
         dnn, ok = _zero_crossing(law, d0 * (1 + 1e-9), hi, n_grid, notes)
         if not np.isfinite(dnn):
-            return _infinite(dalg, d0, f"the Theta* outlier stays above 0 for delta up to {hi:g}",
-                             notes, converged=not notes)
+            return _infinite(
+                dalg,
+                d0,
+                f"the Theta* outlier stays above 0 for delta up to {hi:g}",
+                notes,
+                converged=not notes,
+            )
     edge = float(bulk_edges(law, dnn).lo)
     best = _safe_descent(law, dnn * (1 + 1e-6), 0.0, notes, require_negative=False)
     # at the BBP point the outlier is born at the edge with zero overlap (THEORY.md section 4)
     value, ov = (best.value, best.overlap_theta) if best else (edge, 0.0)
-    return ThresholdResult(dnn, dalg, d0, edge, value, ov, bool(ok) and not notes, "",
-                           (d0, dnn), notes)
+    return ThresholdResult(
+        dnn, dalg, d0, edge, value, ov, bool(ok) and not notes, "", (d0, dnn), notes
+    )

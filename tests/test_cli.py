@@ -9,15 +9,43 @@ from rmt.cli import build_parser, config_from_args, main
 
 
 def _run(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "rmt.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rmt.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_common_options_build_a_config():
     args = build_parser().parse_args(
-        ["threshold", "--target", "norm2", "--k", "3", "--noise", "0.1", "--width", "3",
-         "--activation", "erf", "--loss", "square", "--point", "zero", "--d", "50",
-         "--delta", "1:2:3", "--seeds", "2", "--out", "x"])
+        [
+            "threshold",
+            "--target",
+            "norm2",
+            "--k",
+            "3",
+            "--noise",
+            "0.1",
+            "--width",
+            "3",
+            "--activation",
+            "erf",
+            "--loss",
+            "square",
+            "--point",
+            "zero",
+            "--d",
+            "50",
+            "--delta",
+            "1:2:3",
+            "--seeds",
+            "2",
+            "--out",
+            "x",
+        ]
+    )
     cfg = config_from_args(args)
     assert cfg.k == 3 and cfg.width == 3 and cfg.deltas == (1.0, 1.5, 2.0)
     assert cfg.seeds == (0, 1) and cfg.point == "zero"

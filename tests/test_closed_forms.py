@@ -10,9 +10,7 @@ from rmt.freeprob import closed_forms as cf
 @pytest.mark.parametrize("delta", [0.3, 1.0, 2.5])
 def test_mp_density_integrates_to_one_minus_atom(delta):
     lo, hi = cf.mp_edges(delta)
-    mass, _ = integrate.quad(
-        lambda x: cf.mp_density(np.array([x]), delta)[0], lo, hi, limit=200
-    )
+    mass, _ = integrate.quad(lambda x: cf.mp_density(np.array([x]), delta)[0], lo, hi, limit=200)
     assert abs(mass + cf.mp_atom(delta) - 1.0) < 1e-7
 
 
@@ -20,9 +18,7 @@ def test_mp_density_integrates_to_one_minus_atom(delta):
 def test_mp_mean_is_one(delta):
     """E[lambda] = tr((1/n) X^T X)/d = 1 for unit-variance entries."""
     lo, hi = cf.mp_edges(delta)
-    mean, _ = integrate.quad(
-        lambda x: x * cf.mp_density(np.array([x]), delta)[0], lo, hi
-    )
+    mean, _ = integrate.quad(lambda x: x * cf.mp_density(np.array([x]), delta)[0], lo, hi)
     assert abs(mean - 1.0) < 1e-7
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from scipy.linalg import eigh
 
-import rmt
 from rmt import commands
 from rmt.config import RunConfig
 from rmt.tables import read_rows

@@ -76,9 +76,7 @@ def test_gauss_rule_reproduces_moments_of_a_diagonal_matrix():
     assert result.n_matvec == 3 * steps
     for p in range(2 * steps):
         exact = np.mean(diag**p)
-        assert np.sum(result.weights * result.nodes**p) == pytest.approx(
-            exact, rel=1e-9, abs=1e-9
-        )
+        assert np.sum(result.weights * result.nodes**p) == pytest.approx(exact, rel=1e-9, abs=1e-9)
 
 
 def test_full_steps_give_the_eigenvalues_and_a_normalised_density(rng):

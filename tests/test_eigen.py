@@ -62,9 +62,7 @@ def hessian_case(request):
 def assert_pairs_match(result, values, vectors, which, tol=TOL):
     """Values to 1e-8 relative, residuals within tol*||A||, vectors within Davis-Kahan."""
     k = result.k
-    idx = (
-        np.arange(k) if which == "smallest" else np.arange(len(values) - k, len(values))
-    )
+    idx = np.arange(k) if which == "smallest" else np.arange(len(values) - k, len(values))
     ref = values[idx]
     anorm = np.max(np.abs(values))
     np.testing.assert_allclose(result.values, ref, rtol=1e-8, atol=0)
@@ -199,9 +197,7 @@ def test_linear_operator_input_counts_products(rng):
         return A @ v
 
     op = LinearOperator(A.shape, matvec=mv, dtype=np.float64)
-    result = rmt.extreme_eigs(
-        op, k=2, which="largest", method="lanczos", tol=TOL, rng=9
-    )
+    result = rmt.extreme_eigs(op, k=2, which="largest", method="lanczos", tol=TOL, rng=9)
     np.testing.assert_allclose(result.values, spectrum[-2:], rtol=1e-8)
     assert len(calls) == result.n_matvec + 2  # +2: the symmetry check
 
@@ -245,9 +241,7 @@ def test_no_convergence_raises_with_converged_pairs_only(method, rng):
     spectrum = np.concatenate([np.linspace(0.0, 1e-3, 6), np.linspace(1.0, 2.0, 994)])
     A, _ = _with_spectrum(spectrum, rng)
     limited = {"maxiter": 2}
-    options = {"arpack": limited, "primme": limited}.get(
-        method, {"max_restarts": 0, "ncv": 12}
-    )
+    options = {"arpack": limited, "primme": limited}.get(method, {"max_restarts": 0, "ncv": 12})
     with pytest.raises(rmt.NoConvergenceError) as info:
         rmt.extreme_eigs(A, k=6, method=method, tol=1e-12, rng=10, **options)
     partial = info.value.result
@@ -267,9 +261,7 @@ def test_overlaps_against_projection(rng):
     expected = np.einsum("nc,nk,kc->c", V, P, V)
     np.testing.assert_allclose(rmt.overlaps(V, theta, m), expected, rtol=1e-12)
     # span only matters; a single column works as a 1-d vector
-    np.testing.assert_allclose(
-        rmt.overlaps(V, theta @ [[2.0, 1.0], [0.0, 3.0]], m), expected
-    )
+    np.testing.assert_allclose(rmt.overlaps(V, theta @ [[2.0, 1.0], [0.0, 3.0]], m), expected)
     single = rmt.overlaps(V[:, 0], theta[:, 0], m)
     np.testing.assert_allclose(
         single, [V[:, 0] @ np.kron(np.eye(m), np.outer(*[theta[:, 0]] * 2)) @ V[:, 0]]

@@ -54,8 +54,9 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
     keys = ["delta", "seed", "index", "eigenvalue", "overlap_theta", "theory_bottom"]
     assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in reference]
-    on_disk = sorted(read_rows(tmp_path / "sweep.csv"),
-                     key=lambda r: (r["delta"], r["seed"], r["index"]))
+    on_disk = sorted(
+        read_rows(tmp_path / "sweep.csv"), key=lambda r: (r["delta"], r["seed"], r["index"])
+    )
     assert [[r[k] for k in keys] for r in on_disk] == [[r[k] for k in keys] for r in reference]
 
 
@@ -72,9 +73,12 @@ def test_sweep_on_a_local_cluster_equals_the_serial_sweep(tmp_path):
     distributed = pytest.importorskip("distributed")
     cfg = rmt.RunConfig(**{**SMALL, "deltas": (2.0, 3.0)})
     serial = rmt.run_sweep(cfg, progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         parallel = rmt.run_sweep(cfg, out=tmp_path, scheduler=client, progress=False)
     keys = [c for c in experiments.SWEEP_COLUMNS if not c.startswith("time_")]
     assert [[r[k] for k in keys] for r in parallel] == [[r[k] for k in keys] for r in serial]

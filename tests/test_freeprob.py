@@ -43,9 +43,7 @@ def mp_scalar_stieltjes(zeta, delta):
     return roots[np.argmin(np.abs(roots))]
 
 
-@pytest.mark.parametrize(
-    "zeta", [1.0 + 0.5j, 0.3 + 1e-3j, 2.5 + 2j, -0.7 + 0j, 5.0 + 0j]
-)
+@pytest.mark.parametrize("zeta", [1.0 + 0.5j, 0.3 + 1e-3j, 2.5 + 2j, -0.7 + 0j, 5.0 + 0j])
 def test_stieltjes_matches_marchenko_pastur_quadratic(zeta):
     delta = 2.0
     res = rmt.stieltjes(constant_law(2), delta, zeta)
@@ -145,14 +143,10 @@ def test_newton_jacobian_matches_finite_differences(rng):
 
 # -- scalar spectral estimator: published values (Lu & Li 2017; THEORY.md section 4) --------
 def lu_li_law():
-    return rmt.SpikeLaw.spectral(
-        PHASE, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0)
-    )
+    return rmt.SpikeLaw.spectral(PHASE, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0))
 
 
-@pytest.mark.parametrize(
-    "delta, value, overlap", [(1.0, 1.000, 0.230), (2.0, 0.500, 0.639)]
-)
+@pytest.mark.parametrize("delta, value, overlap", [(1.0, 1.000, 0.230), (2.0, 0.500, 0.639)])
 def test_lu_li_published_outlier_and_overlap(delta, value, overlap):
     """Published to three decimals (0.2307 is printed as 0.230: truncated, so tolerance 1e-3);
     the same numbers by adaptive quad agree to 1e-9."""
@@ -161,9 +155,7 @@ def test_lu_li_published_outlier_and_overlap(delta, value, overlap):
     assert abs(out[0].value - value) < 1e-3
     assert abs(out[0].overlap_theta - overlap) < 1e-3
     assert out[0].overlap_spike == pytest.approx(out[0].overlap_theta)
-    _, value_ref, overlap_ref = scalar_reference_outlier(
-        lambda y: 1.0 - 1.0 / y, [0.0], delta
-    )
+    _, value_ref, overlap_ref = scalar_reference_outlier(lambda y: 1.0 - 1.0 / y, [0.0], delta)
     assert abs(out[0].value - value_ref) < 1e-9
     assert abs(out[0].overlap_theta - overlap_ref) < 1e-9
 
@@ -212,9 +204,7 @@ def scalar_reference_outlier(T, kinks, delta):
     """THEORY.md section 4, m = K = 1, every expectation by adaptive quad (independent code)."""
 
     def EF(s, p):
-        return quad_expect(
-            lambda z: (z * z) ** p * T(z * z) / (1 + T(z * z) * s / delta), kinks
-        )
+        return quad_expect(lambda z: (z * z) ** p * T(z * z) / (1 + T(z * z) * s / delta), kinks)
 
     def EF2(s, p):
         return quad_expect(
@@ -227,9 +217,7 @@ def scalar_reference_outlier(T, kinks, delta):
     tmax = T(144.0)
     s_pole = -delta / tmax
     s_edge = optimize.brentq(dzeta, s_pole * (1 - 1e-9), -1e-3, xtol=1e-14)
-    s_out = optimize.brentq(
-        lambda s: s * (EF(s, 1) - EF(s, 0)) + 1, s_edge, -1e-4, xtol=1e-14
-    )
+    s_out = optimize.brentq(lambda s: s * (EF(s, 1) - EF(s, 0)) + 1, s_edge, -1e-4, xtol=1e-14)
     value = -1 / s_out + EF(s_out, 0)
     overlap = 1 / (1 + EF2(s_out, 1) / (delta * dzeta(s_out)))
     return -1 / s_edge + EF(s_edge, 0), value, overlap
@@ -253,9 +241,7 @@ def test_nonsmooth_preprocessing_matches_adaptive_quad(name):
     assert abs(out[0].value - value_ref) < 1e-7 * abs(value_ref)
     assert abs(out[0].overlap_theta - overlap_ref) < 1e-7
     # plain Gauss-Hermite is visibly off across the kinks
-    gh = rmt.SpikeLaw.spectral(
-        PHASE, lambda y: np.asarray(T(y), dtype=float), nodes="quadrature"
-    )
+    gh = rmt.SpikeLaw.spectral(PHASE, lambda y: np.asarray(T(y), dtype=float), nodes="quadrature")
     assert abs(rmt.bulk_edges(gh, delta).hi - edge_ref) > 1e-3 * abs(edge_ref)
 
 
@@ -292,8 +278,6 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="weights"):
         rmt.SpikeLaw(np.zeros((2, 1)), np.ones(2), weights=[0.7, 0.7])
     with pytest.raises(ValueError, match="positive semidefinite"):
-        rmt.SpikeLaw.from_network(
-            PHASE, rmt.TwoLayerNet(1), np.array([[0.1]]), M=np.array([[1.0]])
-        )
+        rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1), np.array([[0.1]]), M=np.array([[1.0]]))
     with pytest.raises(ValueError, match="delta_range"):
         rmt.bbp_threshold(law, delta_range=(2.0, 1.0))

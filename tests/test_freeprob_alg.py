@@ -46,9 +46,7 @@ def test_z1z2_against_nested_quad():
         return p * np.array([(a - 1) ** 2, y * y])
 
     m = 2 * np.array(
-        integrate.quad_vec(
-            moments, 1e-12, 40, epsabs=1e-11, points=[1e-6, 1e-3, 0.1, 1.0]
-        )[0]
+        integrate.quad_vec(moments, 1e-12, 40, epsabs=1e-11, points=[1e-6, 1e-3, 0.1, 1.0])[0]
     )
     # on symmetric 2x2 M, E[G M G] with G = (a-1) I + y P has eigenvalues
     # E[(a-1)^2] + E[y^2] (M = I or P) and E[(a-1)^2] - E[y^2] (M = diag(1,-1))

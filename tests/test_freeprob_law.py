@@ -23,17 +23,13 @@ def quad_expectation_of_D(net, q, power):
     def inner(g):
         u = np.sqrt(q) * g
         f = net.sigma(np.array([[u]]))[0][0, 0] * net.a[0]
-        kinks = [
-            np.sqrt(v) for v in (f - net.huber_delta, f + net.huber_delta) if v > 0
-        ]
+        kinks = [np.sqrt(v) for v in (f - net.huber_delta, f + net.huber_delta) if v > 0]
         cuts = sorted([-10.0, 10.0] + kinks + [-k for k in kinks])
         total = 0.0
         for a, b in itertools.pairwise(cuts):
             z = 0.5 * (a + b) + 0.5 * (b - a) * x
             D = net.curvature(np.full((z.size, 1), u), z * z)[:, 0, 0]
-            total += (
-                0.5 * (b - a) * np.sum(w * z ** (2 * power) * D * np.exp(-z * z / 2))
-            )
+            total += 0.5 * (b - a) * np.sum(w * z ** (2 * power) * D * np.exp(-z * z / 2))
         return total / np.sqrt(2 * np.pi)
 
     return integrate.quad(

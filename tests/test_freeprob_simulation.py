@@ -30,9 +30,7 @@ def simulate(m, d, seed):
     rng = np.random.default_rng(seed)
     n = int(DELTA * d)
     data = PHASE.sample(n, d, rng)
-    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[
-        0
-    ]
+    B = np.linalg.qr(np.concatenate([data.theta, rng.standard_normal((d, m))], axis=1))[0]
     W = B[:, 1 : 1 + m] * np.sqrt(np.diag(q_matrix(m)))
     D = softplus_huber(m).curvature(data.X @ W, data.y)
     H = np.empty((m * d, m * d))

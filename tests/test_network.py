@@ -94,7 +94,7 @@ def test_loss_and_grad_against_finite_differences(act, loss, rng):
     assert value == pytest.approx(ref_value, rel=1e-12)
     h = 1e-6
     E = rng.standard_normal(W.shape)
-    fd = (net.loss_and_grad(data, W + h * E, 0.3)[0] - net.loss_and_grad(data, W - h * E, 0.3)[0])
+    fd = net.loss_and_grad(data, W + h * E, 0.3)[0] - net.loss_and_grad(data, W - h * E, 0.3)[0]
     assert fd / (2 * h) == pytest.approx(np.sum(grad * E), rel=1e-6, abs=1e-9)
 
 

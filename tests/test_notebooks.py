@@ -33,9 +33,7 @@ def _kernel_manager(tmp_path) -> KernelManager:
         "language": "python",
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    ksm = KernelSpecManager(
-        kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False
-    )
+    ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False)
     assert ksm.get_kernel_spec("python3").argv[0] == sys.executable
     return KernelManager(kernel_name="python3", kernel_spec_manager=ksm)
 
@@ -54,9 +52,7 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:  # notebooks are committed without outputs
         if cell.cell_type == "code":
-            assert not cell.get("outputs") and cell.get("execution_count") is None, (
-                path.name
-            )
+            assert not cell.get("outputs") and cell.get("execution_count") is None, path.name
     km = _kernel_manager(tmp_path)
     client = nbclient.NotebookClient(
         nb,

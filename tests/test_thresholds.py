@@ -13,8 +13,10 @@ def _gauss_expect(f, breaks):
     """E[f(z)], z ~ N(0,1), by adaptive quadrature split at the kinks of f."""
     pts = [-np.inf, *breaks, np.inf]
     phi = lambda z: np.exp(-z * z / 2) / np.sqrt(2 * np.pi)  # noqa: E731
-    return sum(quad(lambda z: f(z) * phi(z), a, b, limit=200, epsabs=1e-13, epsrel=1e-12)[0]
-               for a, b in zip(pts[:-1], pts[1:]))
+    return sum(
+        quad(lambda z: f(z) * phi(z), a, b, limit=200, epsabs=1e-13, epsrel=1e-12)[0]
+        for a, b in zip(pts[:-1], pts[1:])
+    )
 
 
 def _scalar_bbp_reference(T, sup_T, breaks):
@@ -25,8 +27,12 @@ def _scalar_bbp_reference(T, sup_T, breaks):
         return -1 / s + _gauss_expect(lambda z: T(z) / (1 + T(z) * s / dl), breaks)
 
     def margin(dl):
-        s = minimize_scalar(lambda s: zeta(s, dl), bounds=(-dl / sup_T * (1 - 1e-9), -1e-9),
-                            method="bounded", options={"xatol": 1e-13}).x
+        s = minimize_scalar(
+            lambda s: zeta(s, dl),
+            bounds=(-dl / sup_T * (1 - 1e-9), -1e-9),
+            method="bounded",
+            options={"xatol": 1e-13},
+        ).x
         return s * _gauss_expect(lambda z: (z * z - 1) * T(z) / (1 + T(z) * s / dl), breaks) + 1
 
     return brentq(margin, 0.5, 8.0, xtol=1e-10)
@@ -36,8 +42,11 @@ def test_quadratic_huber_at_origin_matches_scalar_reference():
     """At W = 0 a quadratic unit with Huber loss is the spectral method T(y) = -2 min(y, 1)
     (THEORY.md section 2); its negative outlier is born below 0, so delta_NN = delta_BBP."""
     ref = _scalar_bbp_reference(lambda z: 2 * min(z * z, 1.0), 2.0, [-1.0, 0.0, 1.0])
-    res = delta_nn(rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber"),
-                   point="zero")
+    res = delta_nn(
+        rmt.MultiIndexModel("phase_retrieval"),
+        rmt.TwoLayerNet(1, "quadratic", "huber"),
+        point="zero",
+    )
     assert res.converged, res.notes
     assert res.delta_nn == pytest.approx(ref, rel=1e-6)
     assert res.delta_bbp == pytest.approx(ref, rel=1e-6)
@@ -51,24 +60,34 @@ def test_square_loss_on_phase_retrieval_is_unbounded():
 
 def test_odd_activation_at_origin_is_label_free():
     """tanh at W = 0 with square loss: D = a a^T for every sample (sigma''(0) = 0)."""
-    res = delta_nn(rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "tanh", "square"),
-                   point="zero")
+    res = delta_nn(
+        rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "tanh", "square"), point="zero"
+    )
     assert np.isinf(res.delta_nn) and "no label information" in res.reason
 
 
 def test_population_point_of_tanh_on_even_target_is_the_origin():
-    spec = rmt.population_point(rmt.MultiIndexModel("phase_retrieval"),
-                                rmt.TwoLayerNet(2, "tanh", "square"))
+    spec = rmt.population_point(
+        rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "tanh", "square")
+    )
     np.testing.assert_array_equal(spec.Q, np.zeros((2, 2)))
 
 
-@pytest.mark.parametrize("kwargs, match", [(dict(side="right"), "left"),
-                                           (dict(delta_range=(2.0, 1.0)), "delta_range"),
-                                           (dict(point="saddle"), "point")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(side="right"), "left"),
+        (dict(delta_range=(2.0, 1.0)), "delta_range"),
+        (dict(point="saddle"), "point"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        delta_nn(rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber"),
-                 **kwargs)
+        delta_nn(
+            rmt.MultiIndexModel("phase_retrieval"),
+            rmt.TwoLayerNet(1, "quadratic", "huber"),
+            **kwargs,
+        )
 
 
 def test_positive_semidefinite_curvature_has_no_descent_direction():

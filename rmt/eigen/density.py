@@ -40,9 +40,7 @@ class SpectralDensity:
         return quadrature_cdf(self.nodes, self.weights, x)
 
 
-def spectral_density(
-    A, n_probes=10, steps=60, rng=None, n_grid=512, width=None, reorth=True
-):
+def spectral_density(A, n_probes=10, steps=60, rng=None, n_grid=512, width=None, reorth=True):
     """Spectral density of the symmetric ``A`` by stochastic Lanczos quadrature.
 
     Parameters
@@ -112,9 +110,7 @@ def _batched_lanczos(op, probes, steps, reorth):
                 h = np.matmul(block, w.T[:, :, None])  # (P, j+1, 1)
                 w -= np.matmul(block.transpose(0, 2, 1), h)[:, :, 0].T
         beta[:, j] = np.linalg.norm(w, axis=0)
-        scale = np.max(np.abs(alpha[:, : j + 1]), axis=1) + np.max(
-            beta[:, : j + 1], axis=1
-        )
+        scale = np.max(np.abs(alpha[:, : j + 1]), axis=1) + np.max(beta[:, : j + 1], axis=1)
         stop = active & (beta[:, j] <= 1e-12 * scale)
         lengths[stop] = j + 1
         active &= ~stop

@@ -77,9 +77,7 @@ def _exhausted_outcome(Q, S, j, k, anorm, restart):
     want = np.argsort(theta, kind="stable")[:k]
     vectors = Q[:, live] @ Y[:, want]
     zeros = np.zeros(len(want))
-    return KrylovOutcome(
-        theta[want], vectors, zeros, np.ones(len(want), bool), anorm, restart
-    )
+    return KrylovOutcome(theta[want], vectors, zeros, np.ones(len(want), bool), anorm, restart)
 
 
 def _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep):

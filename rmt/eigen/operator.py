@@ -78,9 +78,7 @@ def check_operator(A, rng, name: str = "A"):
 
 def _check_square(shape, name):
     if len(shape) != 2 or shape[0] != shape[1] or shape[0] < 1:
-        raise ValueError(
-            f"{name} must be a non-empty square matrix; got shape {tuple(shape)}"
-        )
+        raise ValueError(f"{name} must be a non-empty square matrix; got shape {tuple(shape)}")
 
 
 def _check_dense(A, name):
@@ -106,9 +104,7 @@ def _check_symmetric_operator(A, rng, name):
     Au = np.asarray(A.matvec(u), dtype=np.float64).ravel()
     Av = np.asarray(A.matvec(v), dtype=np.float64).ravel()
     left, right = float(v @ Au), float(u @ Av)
-    scale = np.linalg.norm(Au) * np.linalg.norm(v) + np.linalg.norm(
-        Av
-    ) * np.linalg.norm(u)
+    scale = np.linalg.norm(Au) * np.linalg.norm(v) + np.linalg.norm(Av) * np.linalg.norm(u)
     if abs(left - right) > 1e-10 * max(scale, np.finfo(float).tiny):
         raise ValueError(
             f"{name} must be symmetric; v^T A u = {left:.6e} but u^T A v = {right:.6e}"

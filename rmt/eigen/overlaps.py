@@ -36,14 +36,10 @@ def overlaps(vectors, theta, m) -> np.ndarray:
     if T.ndim == 1:
         T = T[:, None]
     if T.ndim != 2 or T.shape[1] > T.shape[0]:
-        raise ValueError(
-            f"theta must have shape (d,) or (d, r) with r <= d; got {T.shape}"
-        )
+        raise ValueError(f"theta must have shape (d,) or (d, r) with r <= d; got {T.shape}")
     d = T.shape[0]
     if V.shape[0] != m * d:
-        raise ValueError(
-            f"vectors must have m*d = {m}*{d} = {m * d} rows; got {V.shape[0]}"
-        )
+        raise ValueError(f"vectors must have m*d = {m}*{d} = {m * d} rows; got {V.shape[0]}")
     basis, r_factor = np.linalg.qr(T)
     diag = np.abs(np.diag(r_factor))
     if diag.min() <= 1e-12 * max(diag.max(), np.finfo(float).tiny):

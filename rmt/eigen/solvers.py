@@ -27,9 +27,7 @@ METHODS = ("lanczos", "block_lanczos", "arpack", "lobpcg", "primme", "dense")
 WHICH = ("smallest", "largest")
 
 
-def extreme_eigs(
-    A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None, **options
-):
+def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None, **options):
     """The ``k`` smallest (or largest) eigenpairs of a symmetric ``A``.
 
     Parameters
@@ -79,9 +77,7 @@ def extreme_eigs(
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"k must be an integer; got {k!r}")
     if not 1 <= k <= k_max:
-        raise ValueError(
-            f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}"
-        )
+        raise ValueError(f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}")
     _check_options(method, options)
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
     values, vectors, norm_est = _SOLVERS[method](op, int(k), tol, rng, **options)
@@ -159,9 +155,7 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
     if ncv < min(N, k + 2 * block):
         raise ValueError(f"ncv must be >= k + 2*block = {k + 2 * block}; got {ncv}")
     with _single_threaded_blas():
-        out = thick_restart_lanczos(
-            op, k, block, ncv, tol, max_restarts, rng, keep=keep
-        )
+        out = thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=keep)
     values, vectors = _converged_only(out.values, out.vectors, out.converged)
     return values, vectors, out.norm_estimate
 
@@ -173,9 +167,7 @@ def _single_threaded_blas():
     global _BLAS_CONTROLLER
     try:
         from threadpoolctl import ThreadpoolController
-    except (
-        ImportError
-    ):  # pragma: no cover - threadpoolctl is in the test and bench extras
+    except ImportError:  # pragma: no cover - threadpoolctl is in the test and bench extras
         return contextlib.nullcontext()
     if _BLAS_CONTROLLER is None:
         _BLAS_CONTROLLER = ThreadpoolController()
@@ -190,9 +182,7 @@ def _converged_only(values, vectors, converged):
     return values[converged], vectors[:, converged]
 
 
-def _solve_block_lanczos(
-    op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500
-):
+def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500):
     """Block Lanczos; a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue.
 
     The default block, ``min(k, 2)``, is the cheapest ``b > 1`` in passes times cost per pass

@@ -82,9 +82,7 @@ def spiked_covariance_outlier(spike, gamma):
     gamma = _check_positive(gamma, "gamma")
     if ell <= np.sqrt(gamma):
         return (1.0 + np.sqrt(gamma)) ** 2, 0.0
-    return (1.0 + ell) * (1.0 + gamma / ell), (1.0 - gamma / ell**2) / (
-        1.0 + gamma / ell
-    )
+    return (1.0 + ell) * (1.0 + gamma / ell), (1.0 - gamma / ell**2) / (1.0 + gamma / ell)
 
 
 def spiked_wigner_outlier(theta):

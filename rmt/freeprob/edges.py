@@ -70,9 +70,7 @@ def _bordered(mp: MPSystem, G, zeta):
     if R is None:
         return None, None, scale, 1.0
     p = mp.e.size
-    s = (
-        float(np.max(np.abs(np.linalg.inv(G)))) ** 2
-    )  # the size of J's G^{-1} dG G^{-1} term
+    s = float(np.max(np.abs(np.linalg.inv(G)))) ** 2  # the size of J's G^{-1} dG G^{-1} term
     A = np.zeros((p + 1, p + 1))
     A[:p, :p] = J / s
     A[:p, p] = -mp.e
@@ -130,14 +128,10 @@ def _start(mp: MPSystem, side):
     zeta0 = side * mp.far(side)
     st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
     if st is None:
-        raise ConvergenceError(
-            f"Newton failed at the starting point zeta = {zeta0:.3g}"
-        )
+        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
     pt = solve_at_tau(mp, float(np.trace(st.G)) / mp.m, st.G, zeta0)
     if pt is None:
-        raise ConvergenceError(
-            f"extended Newton failed at the starting point zeta = {zeta0:.3g}"
-        )
+        raise ConvergenceError(f"extended Newton failed at the starting point zeta = {zeta0:.3g}")
     pt.margin = mp.pole_margin(pt.G, side)
     return pt
 
@@ -201,9 +195,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
                 break
             continue
         if new.h <= 0.0:
-            if (
-                ratio - 1.0 > FOLD_BRACKET
-            ):  # bracket the fold by a short step: no branch jump
+            if ratio - 1.0 > FOLD_BRACKET:  # bracket the fold by a short step: no branch jump
                 ratio = 1.0 + 0.25 * (ratio - 1.0)
                 continue
             return _refine(mp, pt, new, side), "fold", steps
@@ -232,9 +224,7 @@ def _refine(mp, a, b, side):
         near = cache["pt"]
         new = _advance(mp, near, tau, side) or _advance(mp, a, tau, side)
         if new is None:
-            raise ConvergenceError(
-                f"extended Newton failed at tau = {tau:.17g} near the fold"
-            )
+            raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
         cache["pt"] = new
         return new.h
 

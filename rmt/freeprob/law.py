@@ -11,9 +11,9 @@ import numpy as np
 from .._validation import as_float_array, check_nonneg_float, check_positive_int
 from ..models import MultiIndexModel
 from .nodes import adaptive_2d, adaptive_gauss_1d, gaussian_nodes, nested_nodes
+from .unbounded import probe_unbounded
 
 NESTED_OUTER_ORDER = {1: 60, 2: 16}
-from .unbounded import probe_unbounded
 
 
 class SpikeLaw:
@@ -63,27 +63,17 @@ class SpikeLaw:
         D = as_float_array(D, "D")
         D = D[:, None, None] if D.ndim == 1 else D
         if zhat.ndim != 2 or D.ndim != 3 or D.shape[1] != D.shape[2]:
-            raise ValueError(
-                f"zhat must be (N, K) and D (N, m, m); got {zhat.shape}, {D.shape}"
-            )
+            raise ValueError(f"zhat must be (N, K) and D (N, m, m); got {zhat.shape}, {D.shape}")
         if D.shape[0] != zhat.shape[0]:
-            raise ValueError(
-                f"zhat and D need the same N; got {zhat.shape[0]} and {D.shape[0]}"
-            )
+            raise ValueError(f"zhat and D need the same N; got {zhat.shape[0]} and {D.shape[0]}")
         if not np.allclose(D, np.swapaxes(D, 1, 2), rtol=1e-12, atol=1e-14):
             raise ValueError("every D_i must be symmetric")
         N = zhat.shape[0]
-        w = (
-            np.full(N, 1.0 / N)
-            if weights is None
-            else as_float_array(weights, "weights", ndim=1)
-        )
+        w = np.full(N, 1.0 / N) if weights is None else as_float_array(weights, "weights", ndim=1)
         if w.shape[0] != N or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-10:
             raise ValueError("weights must be N nonnegative numbers summing to one")
         K = zhat.shape[1]
-        theta_dims = (
-            K if theta_dims is None else check_positive_int(theta_dims, "theta_dims", 0)
-        )
+        theta_dims = K if theta_dims is None else check_positive_int(theta_dims, "theta_dims", 0)
         if theta_dims > K:
             raise ValueError(f"theta_dims must be <= K = {K}; got {theta_dims}")
         self.zhat, self.D, self.weights, self.theta_dims = zhat, D, w, theta_dims
@@ -126,9 +116,7 @@ class SpikeLaw:
         lo, hi = float(d_bounds[0]), float(d_bounds[1])
         dmin, dmax = self.D.min(), self.D.max()
         if not (lo <= dmin and hi >= dmax):
-            raise ValueError(
-                f"d_bounds {d_bounds} must contain the node range [{dmin}, {dmax}]"
-            )
+            raise ValueError(f"d_bounds {d_bounds} must contain the node range [{dmin}, {dmax}]")
         return lo, hi
 
     N = property(lambda self: self.zhat.shape[0])
@@ -178,26 +166,20 @@ class SpikeLaw:
         from ..network import TwoLayerNet
 
         if not isinstance(model, MultiIndexModel) or model._target is None:
-            raise TypeError(
-                "model must be an rmt.MultiIndexModel with a registry target"
-            )
+            raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
         k, m = model.k, net.width
         Q = as_float_array(Q, "Q", ndim=2)
         M = np.zeros((m, k)) if M is None else as_float_array(M, "M", ndim=2)
         if Q.shape != (m, m) or M.shape != (m, k):
-            raise ValueError(
-                f"Q must be ({m}, {m}) and M ({m}, {k}); got {Q.shape}, {M.shape}"
-            )
+            raise ValueError(f"Q must be ({m}, {m}) and M ({m}, {k}); got {Q.shape}, {M.shape}")
         C = _perp_factor(Q, M)
         K = k + C.shape[0]
         dims = K + (1 if model.noise > 0 else 0)
 
         def curvature(pts):
-            y = model.link(pts[:, :k]) + (
-                model.noise * pts[:, K] if model.noise > 0 else 0.0
-            )
+            y = model.link(pts[:, :k]) + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
         if nodes == "auto" and k == 1 and 2 <= dims <= 3 and _non_smooth(net):
@@ -227,17 +209,13 @@ class SpikeLaw:
         from ..hessian import Hessian
 
         if not isinstance(hessian, Hessian):
-            raise TypeError(
-                f"hessian must be an rmt.Hessian; got {type(hessian).__name__}"
-            )
+            raise TypeError(f"hessian must be an rmt.Hessian; got {type(hessian).__name__}")
         theta = as_float_array(theta, "theta")
         theta = theta[:, None] if theta.ndim == 1 else theta
         if theta.shape[0] != hessian.d or not np.allclose(
             theta.T @ theta, np.eye(theta.shape[1]), atol=1e-8
         ):
-            raise ValueError(
-                f"theta must be (d={hessian.d}, k) with orthonormal columns"
-            )
+            raise ValueError(f"theta must be (d={hessian.d}, k) with orthonormal columns")
         Wp = hessian.W - theta @ (theta.T @ hessian.W)
         U, s, _ = np.linalg.svd(Wp, full_matrices=False)
         keep = s > 1e-10 * max(1.0, s.max(initial=0.0))
@@ -254,9 +232,7 @@ class SpikeLaw:
         )
 
     @classmethod
-    def spectral(
-        cls, model, T, nodes="auto", order=None, n_mc=200_000, rng=None, T_bounds=None
-    ):
+    def spectral(cls, model, T, nodes="auto", order=None, n_mc=200_000, rng=None, T_bounds=None):
         """Law of the spectral estimator ``(1/n) sum_i T(y_i) x_i x_i^T`` (``m = 1``, ``K = k``).
 
         For a noiseless ``k = 1`` model, ``nodes="auto"`` uses ``adaptive_gauss_1d``, accurate
@@ -265,18 +241,14 @@ class SpikeLaw:
         when a supremum is reached only as ``y -> inf`` (THEORY.md section 4, threshold ``c/2``).
         """
         if not isinstance(model, MultiIndexModel) or model._target is None:
-            raise TypeError(
-                "model must be an rmt.MultiIndexModel with a registry target"
-            )
+            raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
         if not callable(T):
             raise TypeError(f"T must be a callable y -> T(y); got {type(T).__name__}")
         k = model.k
         dims = k + (1 if model.noise > 0 else 0)
 
         def preprocess(pts):
-            y = model.link(pts[:, :k]) + (
-                model.noise * pts[:, k] if model.noise > 0 else 0.0
-            )
+            y = model.link(pts[:, :k]) + (model.noise * pts[:, k] if model.noise > 0 else 0.0)
             return as_float_array(T(y), "T(y)", ndim=1)[:, None, None]
 
         g = _nodes_for(preprocess, dims, nodes, order, n_mc, rng)
@@ -316,8 +288,7 @@ def _perp_factor(Q, M):
     tol = 1e-10 * max(1.0, np.abs(Q).max())
     if vals.min() < -tol:
         raise ValueError(
-            f"Q - M M^T must be positive semidefinite; its smallest eigenvalue is "
-            f"{vals.min():.3g}"
+            f"Q - M M^T must be positive semidefinite; its smallest eigenvalue is {vals.min():.3g}"
         )
     keep = vals > tol
     return np.sqrt(vals[keep])[:, None] * vecs[:, keep].T
@@ -332,9 +303,7 @@ def _nodes_for(func, dims, nodes, order, n_mc, rng):
         return adaptive_2d(lambda pts: func(pts).reshape(pts.shape[0], -1))
     if nodes == "adaptive" or (nodes == "auto" and dims == 1):
         if dims != 1:
-            raise ValueError(
-                f"adaptive nodes need one or two integration dimensions; got {dims}"
-            )
+            raise ValueError(f"adaptive nodes need one or two integration dimensions; got {dims}")
 
         def features(z):
             v = func(z[:, None]).reshape(z.shape[0], -1)

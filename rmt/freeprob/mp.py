@@ -79,9 +79,7 @@ class MPSystem:
         p = self.ia.size
         EF = np.zeros((self.m, self.m), dtype=G.dtype)
         JF = np.zeros((p, p), dtype=G.dtype)
-        bad = mp_moments(
-            self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF
-        )
+        bad = mp_moments(self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF)
         return EF, JF, bad
 
     def residual_jacobian(self, G, zeta):
@@ -157,16 +155,11 @@ class MPSystem:
             ESp,
         )
         if bad:
-            raise ConvergenceError(
-                "a node system I + G D_i/delta is singular at this point"
-            )
+            raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
         return 0.5 * (ES + ES.T), 0.5 * (ESp + ESp.T)
 
     def far(self, side=0):
         """A distance beyond which ``G ~ -I/zeta`` starts Newton safely on ``side`` (0: both)."""
         lo, hi = self.law.node_range
         reach = {-1: max(-lo, 0.0), 1: max(hi, 0.0), 0: max(-lo, hi)}[side]
-        return (
-            4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2
-            + 1.0
-        )
+        return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0

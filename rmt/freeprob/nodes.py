@@ -71,22 +71,22 @@ def _refine_panels(func, lo, hi, owner, order, tol, min_width, max_panels):
         for sel, o in ((~small, order), (small, 3)):
             if not np.any(sel):
                 continue
-            l, h, ow = lo[sel], hi[sel], owner[sel]
-            mid = l + SPLIT * (h - l)
-            whole, _, _ = _panel_integrals(func, l, h, ow, o)
-            left, lp, lw = _panel_integrals(func, l, mid, ow, o)
+            a, h, ow = lo[sel], hi[sel], owner[sel]
+            mid = a + SPLIT * (h - a)
+            whole, _, _ = _panel_integrals(func, a, h, ow, o)
+            left, lp, lw = _panel_integrals(func, a, mid, ow, o)
             right, rp, rw = _panel_integrals(func, mid, h, ow, o)
             err = np.max(np.abs(whole - left - right), axis=1)
             ok = err <= tol
             if np.any(ok):
-                ok[ok] = ~_hidden_jump(func, l[ok], h[ok], ow[ok], o)
-            done = ok | (h - l <= min_width)
+                ok[ok] = ~_hidden_jump(func, a[ok], h[ok], ow[ok], o)
+            done = ok | (h - a <= min_width)
             pts_acc += [lp[done].ravel(), rp[done].ravel()]
             wts_acc += [lw[done].ravel(), rw[done].ravel()]
             own_acc += [np.repeat(ow[done], o), np.repeat(ow[done], o)]
             out.append(
                 (
-                    np.concatenate([l[~done], mid[~done]]),
+                    np.concatenate([a[~done], mid[~done]]),
                     np.concatenate([mid[~done], h[~done]]),
                     np.tile(ow[~done], 2),
                 )
@@ -133,9 +133,7 @@ def adaptive_gauss_1d(func, tol=1e-12, L=12.0, order=8, min_width=1e-9):
     resolved, for example the entries of ``D(z)`` and their squares.  The neglected mass
     ``2 Phi(-L)`` is below 1e-32 for ``L = 12``.  Returns ``GaussianNodes`` of kind ``"adaptive"``.
     """
-    z, w, _ = adaptive_gauss_batch(
-        lambda t, j: func(t), 1, tol, L, order, 24, min_width
-    )
+    z, w, _ = adaptive_gauss_batch(lambda t, j: func(t), 1, tol, L, order, 24, min_width)
     idx = np.argsort(z)
     return GaussianNodes(z[idx][:, None], w[idx], "adaptive")
 
@@ -153,9 +151,7 @@ def nested_nodes(func, outer_dims, outer_order, tol=1e-10):
     outer = gauss_hermite(outer_dims, outer_order)
 
     def inner(z, j):
-        v = func(np.concatenate([z[:, None], outer.points[j]], axis=1)).reshape(
-            z.size, -1
-        )
+        v = func(np.concatenate([z[:, None], outer.points[j]], axis=1)).reshape(z.size, -1)
         t = v / (1.0 + np.abs(v))
         return np.concatenate([t, (z * z)[:, None] * t], axis=1)
 
@@ -182,23 +178,17 @@ def adaptive_2d(func, tol=1e-10):
     def outer(g, _j):
         z, w, owner = inner_rules(g)
         feats = _features(func(np.stack([z, g[owner]], axis=1)).reshape(z.size, -1), z)
-        return np.stack(
-            [np.bincount(owner, w * f, minlength=g.size) for f in feats.T], axis=1
-        )
+        return np.stack([np.bincount(owner, w * f, minlength=g.size) for f in feats.T], axis=1)
 
     g, wg, _ = adaptive_gauss_batch(outer, 1, tol)
     z, w, owner = inner_rules(g)
     return GaussianNodes(np.stack([z, g[owner]], axis=1), w * wg[owner], "nested")
 
 
-def gaussian_nodes(
-    dims, nodes="auto", order=None, n_mc=200_000, rng=None
-) -> GaussianNodes:
+def gaussian_nodes(dims, nodes="auto", order=None, n_mc=200_000, rng=None) -> GaussianNodes:
     """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), Monte Carlo above."""
     if nodes not in ("auto", "quadrature", "monte_carlo"):
-        raise ValueError(
-            f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}"
-        )
+        raise ValueError(f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}")
     if nodes == "auto":
         nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "monte_carlo"
     if nodes == "monte_carlo":

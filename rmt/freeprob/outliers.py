@@ -75,9 +75,7 @@ class _Branch:
         if lam == self.edge:
             return None
         far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
-        start = (
-            min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
-        )
+        start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
         st, _ = _continue_real(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
@@ -109,9 +107,7 @@ def _root(branch: _Branch, j, mu_edge):
         step *= 2.0
         far = edge + side * step
         if step > 1e30:
-            raise ConvergenceError(
-                f"no sign change of the {j}-th eigenvalue of S found"
-            )
+            raise ConvergenceError(f"no sign change of the {j}-th eigenvalue of S found")
     inner, outer = (
         edge,
         far,
@@ -140,9 +136,7 @@ def _overlaps(branch: _Branch, lam, j, theta_rows):
     A = vecs[:, j]
     denom = float(A @ (-Sp @ A))
     if not denom > 0:
-        raise ConvergenceError(
-            f"<A, -S' A> = {denom:.3g} is not positive at lambda = {lam}"
-        )
+        raise ConvergenceError(f"<A, -S' A> = {denom:.3g} is not positive at lambda = {lam}")
     return 1.0 / denom, float(A[:theta_rows] @ A[:theta_rows]) / denom, A, abs(vals[j])
 
 

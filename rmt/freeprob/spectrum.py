@@ -101,9 +101,7 @@ def _continue_complex(mp: MPSystem, zeta):
         if new is None or not _physical(new.G):
             step *= 0.5
             if step < 1e-10:
-                raise ConvergenceError(
-                    f"continuation in Im(zeta) stalled at {zn}", partial=st
-                )
+                raise ConvergenceError(f"continuation in Im(zeta) stalled at {zn}", partial=st)
             continue
         st, log_t, total = new, nxt, total + new.iterations
         step = min(step * 1.5, 4.0)
@@ -127,9 +125,7 @@ def _continue_real(mp: MPSystem, start: NewtonState, target, side):
         if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
-                raise ConvergenceError(
-                    f"real-branch continuation stalled at {nxt}", partial=st
-                )
+                raise ConvergenceError(f"real-branch continuation stalled at {nxt}", partial=st)
             continue
         st, total = new, total + new.iterations
         step *= 2.0
@@ -140,9 +136,7 @@ def real_branch_start(mp: MPSystem, side):
     zeta0 = side * mp.far(side)
     st = mp.newton(zeta0, -np.eye(mp.m) / zeta0)
     if st is None:
-        raise ConvergenceError(
-            f"Newton failed at the starting point zeta = {zeta0:.3g}"
-        )
+        raise ConvergenceError(f"Newton failed at the starting point zeta = {zeta0:.3g}")
     return st
 
 
@@ -173,9 +167,7 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
         far = mp.newton(x, -np.eye(mp.m) / x)
         if far is None:
             raise ConvergenceError(f"Newton failed at real zeta = {x + law.shift}")
-        return StieltjesResult(
-            far.G, complex(x + law.shift), far.iterations, far.residual
-        )
+        return StieltjesResult(far.G, complex(x + law.shift), far.iterations, far.residual)
     st, its = _continue_real(mp, st0, x, side)
     return StieltjesResult(st.G, complex(x + law.shift), its, st.residual)
 

@@ -60,9 +60,7 @@ def theta_margin(law, delta, side):
     return float(np.max(sgn * vals[carries]))
 
 
-def bbp_threshold(
-    law, side="left", delta_range=(0.05, 50.0), n_grid=25
-) -> BBPThreshold:
+def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPThreshold:
     """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk on ``side``.
 
     The law is fixed and ``delta`` varies (THEORY.md section 4).  ``psi`` is scanned on a geometric
@@ -73,9 +71,7 @@ def bbp_threshold(
     sgn = _check_side(side)
     lo, hi = (float(v) for v in delta_range)
     if not (0 < lo < hi < np.inf):
-        raise ValueError(
-            f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}"
-        )
+        raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")
     if law.unbounded[0 if sgn < 0 else 1]:
         return BBPThreshold(
             np.inf,

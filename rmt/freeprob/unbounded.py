@@ -16,9 +16,7 @@ def _directions(dims):
     # nearly axial rays, tilted so that no coordinate is exactly 0 (sign targets)
     axes = np.concatenate([np.eye(dims), -np.eye(dims)]) + 0.0137
     # a fixed, reproducible set of oblique directions (not a random draw)
-    t = np.arange(1, 97)[:, None] * (
-        np.arange(1, dims + 1)[None, :] * 0.7548776662 + 0.5698402910
-    )
+    t = np.arange(1, 97)[:, None] * (np.arange(1, dims + 1)[None, :] * 0.7548776662 + 0.5698402910)
     oblique = np.cos(2.0 * np.pi * (t % 1.0)) + 0.01
     dirs = np.concatenate([axes, oblique])
     return dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
@@ -35,18 +33,12 @@ def probe_unbounded(func, dims):
     lows, highs = [], []
     with np.errstate(all="ignore"):
         for r in RADII:
-            eig = np.linalg.eigvalsh(
-                np.nan_to_num(func(r * dirs), posinf=1e300, neginf=-1e300)
-            )
+            eig = np.linalg.eigvalsh(np.nan_to_num(func(r * dirs), posinf=1e300, neginf=-1e300))
             lows.append(eig.min())
             highs.append(eig.max())
     lows, highs = np.array(lows), np.array(highs)
-    above = bool(
-        np.all(np.diff(highs) > 0) and highs[3] - highs[1] > 0.5 * (1 + abs(highs[1]))
-    )
-    below = bool(
-        np.all(np.diff(lows) < 0) and lows[1] - lows[3] > 0.5 * (1 + abs(lows[1]))
-    )
+    above = bool(np.all(np.diff(highs) > 0) and highs[3] - highs[1] > 0.5 * (1 + abs(highs[1])))
+    below = bool(np.all(np.diff(lows) < 0) and lows[1] - lows[3] > 0.5 * (1 + abs(lows[1])))
     reason = (
         f"extreme eigenvalues of D along rays at radii {RADII}: "
         f"min {np.array2string(lows, precision=3)}, max {np.array2string(highs, precision=3)}"

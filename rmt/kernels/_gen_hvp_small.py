@@ -117,9 +117,7 @@ def module_source() -> str:
 def formatted(source: str, path: pathlib.Path) -> str:
     """``source`` formatted by ``ruff format`` with the settings that apply to ``path``."""
     cmd = [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"]
-    return subprocess.run(
-        cmd, input=source, capture_output=True, text=True, check=True
-    ).stdout
+    return subprocess.run(cmd, input=source, capture_output=True, text=True, check=True).stdout
 
 
 def main():
