@@ -29,9 +29,10 @@ bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/bench_hvp.py
 
+## make lint: ruff check and ruff format --check (ruff comes with the [test] extra)
 lint: $(STAMP)
-	$(PY) -m pip install -q ruff
 	$(PY) -m ruff check rmt tests benchmarks
+	$(PY) -m ruff format --check rmt tests benchmarks
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

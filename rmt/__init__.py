@@ -2,6 +2,7 @@
 
 The public API, grouped by role.
 """
+# ruff: noqa: E402, F401, I001  (the environment is set before the kernels load; grouped by role)
 
 __version__ = "0.1.0"
 
@@ -12,13 +13,12 @@ import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # -- data and network (THEORY.md sections 1-2) ----------------------------------------------
-# -- free probability (issue 4) ---------------------------------------------------------------
-from . import ensembles  # noqa: F401
-from .config import RunConfig, parse_deltas  # noqa: F401
-from .distributed import DistributedHessian, TasksFailedError, run_tasks  # noqa: F401
+from .models import TARGETS, Dataset, MultiIndexModel
+from .network import ACTIVATIONS, LOSSES, TwoLayerNet
+from .hessian import Hessian
 
 # -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
-from .eigen import (  # noqa: F401
+from .eigen import (
     EigResult,
     NoConvergenceError,
     SpectralDensity,
@@ -26,8 +26,10 @@ from .eigen import (  # noqa: F401
     overlaps,
     spectral_density,
 )
-from .experiments import run_point, run_sweep  # noqa: F401
-from .freeprob import (  # noqa: F401
+
+# -- free probability (issue 4) ---------------------------------------------------------------
+from . import ensembles
+from .freeprob import (
     BBPThreshold,
     BulkDensity,
     BulkEdges,
@@ -45,12 +47,9 @@ from .freeprob import (  # noqa: F401
     outliers,
     stieltjes,
 )
-from .hessian import Hessian  # noqa: F401
-from .models import TARGETS, Dataset, MultiIndexModel  # noqa: F401
-from .network import ACTIVATIONS, LOSSES, TwoLayerNet  # noqa: F401
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
-from .points import (  # noqa: F401
+from .points import (
     EscapeTime,
     PointSpec,
     TrainResult,
@@ -61,7 +60,10 @@ from .points import (  # noqa: F401
     theta_overlap,
     train_first_phase,
 )
+from .thresholds import ThresholdResult, delta_nn
+from .config import RunConfig, parse_deltas
+from .experiments import run_point, run_sweep
 
 # -- scale-out (issue 6) -----------------------------------------------------------------------
-from .streaming import StreamingHessian  # noqa: F401
-from .thresholds import ThresholdResult, delta_nn  # noqa: F401
+from .streaming import StreamingHessian
+from .distributed import DistributedHessian, TasksFailedError, run_tasks
