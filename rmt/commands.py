@@ -255,23 +255,16 @@ def cmd_sweep(config: RunConfig, out, args=None) -> dict:
 def cmd_train(config: RunConfig, out, args=None) -> dict:
     """``rmt train``: the first phase of gradient descent, then the escape from the plateau."""
     from .eigen import extreme_eigs
+    from .experiments import train_point
     from .hessian import Hessian
     from .plotting import new_figure, plot_training
-    from .points import predicted_escape_time, train_first_phase
+    from .points import predicted_escape_time
 
     delta, seed = config.deltas[0], config.seeds[0]
     rng = config.rng_for(delta, seed)
     data = config.model().sample(config.n_of(delta), config.d, rng=rng)
     net = config.net()
-    res = train_first_phase(
-        net,
-        data,
-        lr=config.lr,
-        max_steps=config.train_steps,
-        weight_decay=config.weight_decay,
-        rng=rng,
-        continue_steps=getattr(args, "continue_steps", 0),
-    )
+    res = train_point(config, data, rng, getattr(args, "continue_steps", 0), progress=True)
     H = Hessian(net, data, res.W, weight_decay=config.weight_decay)
     lam = float(extreme_eigs(H, k=1, which="smallest", rng=rng).values[0])
     pred = predicted_escape_time(lam, data.d, res.lr) if lam < 0 else None

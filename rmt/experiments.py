@@ -68,23 +68,27 @@ def theory_at(law, delta: float, n_out: int) -> dict:
 
 def point_weights(config: RunConfig, data, spec, rng):
     """The weights ``W`` of the configured post-first-phase point for this sample."""
-    net = config.net()
     if config.point == "zero":
         return np.zeros((data.d, config.width))
     if config.point == "population":
         return spec.draw(data.d, data.theta, rng)
+    return train_point(config, data, rng).W
+
+
+def train_point(config: RunConfig, data, rng, continue_steps=0, progress=False):
+    """:func:`rmt.train_first_phase` with the configuration's learning rate, steps and decay."""
     from .points import train_first_phase
 
-    res = train_first_phase(
-        net,
+    return train_first_phase(
+        config.net(),
         data,
         lr=config.lr,
         max_steps=config.train_steps,
         weight_decay=config.weight_decay,
         rng=rng,
-        progress=False,
+        continue_steps=continue_steps,
+        progress=progress,
     )
-    return res.W
 
 
 def _theory_pair(config, hessian, data, W, delta):

@@ -37,6 +37,18 @@ def finish_product(op, out, Vt) -> np.ndarray:
     return np.ascontiguousarray(out.reshape(b, op.m * op.d).T)
 
 
+def symmetric_operator(op) -> LinearOperator:
+    """A symmetric float64 scipy ``LinearOperator`` over ``op.matvec`` and ``op.matmat``."""
+    return LinearOperator(
+        op.shape,
+        matvec=op.matvec,
+        matmat=op.matmat,
+        rmatvec=op.matvec,
+        rmatmat=op.matmat,
+        dtype=np.float64,
+    )
+
+
 class Hessian:
     """First-layer Hessian of the mean loss plus ``weight_decay/2 ||W||_F^2``.
 
@@ -100,11 +112,4 @@ class Hessian:
 
     def as_linear_operator(self) -> LinearOperator:
         """A scipy ``LinearOperator`` that calls the fused product (symmetric, float64)."""
-        return LinearOperator(
-            self.shape,
-            matvec=self.matvec,
-            matmat=self.matmat,
-            rmatvec=self.matvec,
-            rmatmat=self.matmat,
-            dtype=np.float64,
-        )
+        return symmetric_operator(self)

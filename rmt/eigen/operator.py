@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ..hessian import Hessian
+from ..hessian import Hessian, symmetric_operator
 
 
 class CountingOperator:
@@ -44,14 +44,7 @@ class CountingOperator:
 
     def as_linear_operator(self) -> LinearOperator:
         """A scipy view that routes every product through the counter."""
-        return LinearOperator(
-            self.shape,
-            matvec=self.matvec,
-            matmat=self.matmat,
-            rmatvec=self.matvec,
-            rmatmat=self.matmat,
-            dtype=np.float64,
-        )
+        return symmetric_operator(self)
 
 
 def check_operator(A, rng, name: str = "A"):
