@@ -235,8 +235,8 @@ def cmd_sweep(config: RunConfig, out, args=None) -> dict:
     from .experiments import prepare_point, run_sweep
 
     out = _prepare_out(out)
-    rows = run_sweep(config, out=out, scheduler=getattr(args, "scheduler", None))
     spec = prepare_point(config)
+    rows = run_sweep(config, out=out, scheduler=getattr(args, "scheduler", None), spec=spec)
     thresholds = sweep_figures(config, rows, out, spec)
     print(format_sweep_table(rows))
     bottom = [r for r in rows if r["index"] == 0]

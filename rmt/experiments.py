@@ -190,14 +190,15 @@ def _spec_summary(spec):
     }
 
 
-def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True) -> list[dict]:
+def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, spec=None) -> list[dict]:
     """Run every ``(delta, seed)`` of ``config``; return all rows, old and new.
 
     With ``out``, rows go to ``out/sweep.csv`` as each point finishes and ``out/manifest.json``
     records the configuration, versions, seeds, timings and status.  A rerun with the same
     ``out`` skips the points already in the CSV, so an interrupted sweep resumes where it
     stopped.  ``scheduler`` is passed to :func:`rmt.distributed.run_tasks` (``None``: serial;
-    ``"local"``: a Dask ``LocalCluster``; or a scheduler address).
+    ``"local"``: a Dask ``LocalCluster``; or a scheduler address).  ``spec`` is the population
+    point when the caller has computed it already (:func:`prepare_point`).
     """
     from .distributed import run_tasks
 
@@ -207,7 +208,8 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True) -> lis
     done = {(r["delta"], r["seed"]) for r in table.rows} if table else set()
     tasks = [(config, x, s) for x in config.deltas for s in config.seeds if (x, s) not in done]
     started = time.perf_counter()
-    spec = prepare_point(config) if tasks else None
+    if spec is None and tasks:
+        spec = prepare_point(config)
     tasks = [t + (spec,) for t in tasks]
     rows = list(table.rows) if table else []
     manifest = _manifest(config, spec, len(tasks), scheduler)
