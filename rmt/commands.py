@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -283,7 +284,8 @@ def cmd_train(config: RunConfig, out, args=None) -> dict:
     )
     fig, axes = new_figure(1, 2, width=5.0, height=3.4)
     plot_training(axes[0][0], axes[0][1], curves, pred_step, res.phase_end_step)
-    fig.suptitle(f"gradient descent, {config_label(config)}, delta = {delta:g}", fontsize=9)
+    label = config_label(replace(config, point="trained"))  # trained from a small start
+    fig.suptitle(f"gradient descent, {label}, delta = {delta:g}", fontsize=9)
     _atomic_png(fig, out / "training.png")
     summary = {
         "config": config.to_dict(),
@@ -315,8 +317,6 @@ TABLE_CONFIGS = [
 
 def threshold_table(base: RunConfig, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
     """``delta_NN``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths."""
-    from dataclasses import replace
-
     from tqdm.auto import tqdm
 
     from .thresholds import delta_nn
