@@ -53,7 +53,7 @@ def theory_at(law, delta: float, n_out: int) -> dict:
     from .freeprob import bulk_edges, outliers
 
     edges = bulk_edges(law, delta)
-    outs = sorted(outliers(law, delta, side="left"), key=lambda o: o.value)
+    outs = sorted(outliers(law, delta, side="left", edges=edges), key=lambda o: o.value)
     values = [o.value for o in outs[:n_out]]
     overlaps = [o.overlap_theta for o in outs[:n_out]]
     bottom = values[0] if values else edges.lo
