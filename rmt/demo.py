@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -58,16 +59,7 @@ def main(argv=None):
     if not np.isfinite(dnn):
         raise SystemExit(f"the demo configuration has no transition: {table[0]['reason']}")
     deltas = tuple(np.round(np.geomspace(dnn / 2.5, dnn * 5.0, args.points), 4))
-    config = RunConfig(
-        target="phase_retrieval",
-        width=2,
-        activation="softplus",
-        loss="huber",
-        point="population",
-        d=args.d,
-        deltas=deltas,
-        seeds=tuple(range(args.seeds)),
-    )
+    config = replace(base, deltas=deltas, seeds=tuple(range(args.seeds)))
     print(
         f"\n== sweep: {len(deltas)} values of delta around delta_NN = {dnn:.3g}, "
         f"d = {args.d}, {args.seeds} seeds =="

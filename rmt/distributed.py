@@ -18,10 +18,9 @@ import os
 import uuid
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .hessian import finish_product, stack_block
+from .hessian import SelfAdjointOperator, finish_product, stack_block
 from .kernels.hessian import default_chunks, fused_product
 from .network import TwoLayerNet
 from .streaming import open_rows, read_rows
@@ -218,7 +217,7 @@ def _shard_curvature(shard: _Shard) -> np.ndarray:
     return shard.D
 
 
-class DistributedHessian(LinearOperator):
+class DistributedHessian(SelfAdjointOperator):
     """First-layer Hessian with the rows of ``X`` sharded across Dask workers.
 
         H V = (1/n) sum_s X_s^T R_s + weight_decay V,     row i of R_s: r_i = (x_i^T V) D_i
@@ -305,9 +304,6 @@ class DistributedHessian(LinearOperator):
         parts = self.client.gather([self.client.submit(_shard_curvature, s) for s in self.shards])
         return np.concatenate(parts)
 
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).reshape(-1)
-
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``: one scatter and one gather."""
         Vt = stack_block(self, V)
@@ -319,16 +315,6 @@ class DistributedHessian(LinearOperator):
         for p in parts[1:]:
             out += p
         return finish_product(self, out, Vt)
-
-    def _adjoint(self):
-        return self
-
-    _rmatvec = _matvec
-    _rmatmat = _matmat
-
-    def as_linear_operator(self) -> LinearOperator:
-        """The operator itself (already a symmetric float64 ``LinearOperator``)."""
-        return self
 
     def close(self):
         """Release the shards on the workers."""

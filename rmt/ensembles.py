@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_positive_int
+from ._validation import check_nonneg_float, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -25,16 +25,6 @@ def _unit_vector(d, rng):
     return v / np.linalg.norm(v)
 
 
-def _check_strength(value, name):
-    try:
-        out = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number; got {value!r}") from exc
-    if not np.isfinite(out) or out < 0:
-        raise ValueError(f"{name} must be finite and >= 0; got {value!r}")
-    return out
-
-
 def spiked_wishart(n, d, spike, rng=None) -> SpikedSample:
     """Sample covariance ``(1/n) X^T X`` with rows ``x_i ~ N(0, I_d + spike v v^T)``.
 
@@ -43,7 +33,7 @@ def spiked_wishart(n, d, spike, rng=None) -> SpikedSample:
     """
     n = check_positive_int(n, "n")
     d = check_positive_int(d, "d")
-    ell = _check_strength(spike, "spike")
+    ell = check_nonneg_float(spike, "spike")
     rng = np.random.default_rng(rng)
     v = _unit_vector(d, rng)
     G = rng.standard_normal((n, d))
@@ -58,7 +48,7 @@ def spiked_wigner(d, theta, rng=None) -> SpikedSample:
     The top eigenvalue follows ``closed_forms.spiked_wigner_outlier(theta)``.
     """
     d = check_positive_int(d, "d")
-    theta = _check_strength(theta, "theta")
+    theta = check_nonneg_float(theta, "theta")
     rng = np.random.default_rng(rng)
     v = _unit_vector(d, rng)
     A = rng.standard_normal((d, d))

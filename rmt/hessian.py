@@ -49,6 +49,27 @@ def symmetric_operator(op) -> LinearOperator:
     )
 
 
+class SelfAdjointOperator(LinearOperator):
+    """Base of the out-of-memory Hessians: a symmetric scipy ``LinearOperator`` that is its own
+    adjoint and its own ``as_linear_operator()``; subclasses define ``_matmat``."""
+
+    def _matvec(self, v):
+        return self._matmat(np.asarray(v).reshape(-1, 1)).reshape(-1)
+
+    def _rmatvec(self, v):
+        return self._matvec(v)
+
+    def _rmatmat(self, V):
+        return self._matmat(V)
+
+    def _adjoint(self):
+        return self
+
+    def as_linear_operator(self) -> LinearOperator:
+        """The operator itself (it is already a symmetric float64 ``LinearOperator``)."""
+        return self
+
+
 class Hessian:
     """First-layer Hessian of the mean loss plus ``weight_decay/2 ||W||_F^2``.
 

@@ -29,10 +29,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .hessian import finish_product, stack_block
+from .hessian import SelfAdjointOperator, finish_product, stack_block
 from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
 
@@ -128,7 +127,7 @@ def block_product(X, D, Vt, block_rows: int, n_chunks: int, reverse=False) -> np
     return out
 
 
-class StreamingHessian(LinearOperator):
+class StreamingHessian(SelfAdjointOperator):
     """First-layer Hessian whose products stream ``X`` in row blocks (THEORY.md section 2).
 
         H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
@@ -183,9 +182,6 @@ class StreamingHessian(LinearOperator):
             f"weight_decay={self.weight_decay}, block_rows={self.block_rows})"
         )
 
-    def _matvec(self, v):
-        return self._matmat(np.asarray(v).reshape(-1, 1)).reshape(-1)
-
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
         Vt = stack_block(self, V)
@@ -195,16 +191,6 @@ class StreamingHessian(LinearOperator):
         reverse = self.n_passes % 2 == 0
         out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks, reverse)
         return finish_product(self, out, Vt)
-
-    def _adjoint(self):
-        return self
-
-    _rmatvec = _matvec
-    _rmatmat = _matmat
-
-    def as_linear_operator(self) -> LinearOperator:
-        """The operator itself (it is already a symmetric float64 ``LinearOperator``)."""
-        return self
 
     def to_dense(self) -> np.ndarray:
         """Dense ``(m d) x (m d)`` matrix by the reference kernel; only for ``X`` up to 1 GiB."""
