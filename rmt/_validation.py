@@ -39,6 +39,17 @@ def check_nonneg_float(value, name: str) -> float:
     return out
 
 
+def check_positive_float(value, name: str) -> float:
+    """Return ``value`` as a finite float that is > 0."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number; got {value!r}") from exc
+    if not np.isfinite(out) or out <= 0:
+        raise ValueError(f"{name} must be finite and > 0; got {value!r}")
+    return out
+
+
 def check_choice(value, name: str, choices) -> str:
     """Check that ``value`` is one of ``choices``; the message lists the known ones."""
     if value not in choices:

@@ -13,27 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _check_positive(value, name):
-    try:
-        out = float(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real number; got {value!r}") from exc
-    if not np.isfinite(out) or out <= 0:
-        raise ValueError(f"{name} must be finite and > 0; got {value!r}")
-    return out
+from .._validation import check_positive_float
 
 
 def mp_edges(delta):
     """Edges ``(1 -+ delta^{-1/2})^2`` of the continuous part of Marchenko-Pastur."""
-    delta = _check_positive(delta, "delta")
+    delta = check_positive_float(delta, "delta")
     r = 1.0 / np.sqrt(delta)
     return (1.0 - r) ** 2, (1.0 + r) ** 2
 
 
 def mp_atom(delta):
     """Mass ``max(0, 1 - delta)`` of the atom at 0 (``n < d``)."""
-    delta = _check_positive(delta, "delta")
+    delta = check_positive_float(delta, "delta")
     return max(0.0, 1.0 - delta)
 
 
@@ -42,7 +34,7 @@ def mp_density(x, delta):
 
     It integrates to ``1 - mp_atom(delta)``.
     """
-    delta = _check_positive(delta, "delta")
+    delta = check_positive_float(delta, "delta")
     x = np.asarray(x, dtype=np.float64)
     lo, hi = mp_edges(delta)
     gamma = 1.0 / delta
@@ -58,7 +50,7 @@ def mp_cdf(x, delta, n_grid=20001):
 
     Uses ``x = c + r cos(t)`` on the support so that the integrand is smooth.
     """
-    delta = _check_positive(delta, "delta")
+    delta = check_positive_float(delta, "delta")
     lo, hi = mp_edges(delta)
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
     t = np.linspace(np.pi, 0.0, n_grid)
@@ -78,8 +70,8 @@ def spiked_covariance_outlier(spike, gamma):
     Returns ``(value, overlap)``; below the threshold ``l <= sqrt(gamma)`` there is no outlier
     and the result is the bulk edge ``(1+sqrt(gamma))^2`` with overlap 0.
     """
-    ell = _check_positive(spike, "spike")
-    gamma = _check_positive(gamma, "gamma")
+    ell = check_positive_float(spike, "spike")
+    gamma = check_positive_float(gamma, "gamma")
     if ell <= np.sqrt(gamma):
         return (1.0 + np.sqrt(gamma)) ** 2, 0.0
     return (1.0 + ell) * (1.0 + gamma / ell), (1.0 - gamma / ell**2) / (1.0 + gamma / ell)
@@ -90,7 +82,7 @@ def spiked_wigner_outlier(theta):
 
     Below the threshold ``theta <= 1`` the result is the edge 2 with overlap 0.
     """
-    theta = _check_positive(theta, "theta")
+    theta = check_positive_float(theta, "theta")
     if theta <= 1.0:
         return 2.0, 0.0
     return theta + 1.0 / theta, 1.0 - 1.0 / theta**2

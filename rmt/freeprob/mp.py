@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import check_positive_float
 from ..kernels.freeprob import min_pd_pivot, mp_moments, spike_moments
 
 NEWTON_TOL = 1e-13
@@ -42,12 +43,7 @@ class MPSystem:
     """(MP) for a fixed law and ``delta``: residuals, Jacobians, Newton, tangents."""
 
     def __init__(self, law, delta):
-        try:
-            delta = float(delta)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"delta must be a real number; got {delta!r}") from exc
-        if not np.isfinite(delta) or delta <= 0:
-            raise ValueError(f"delta must be finite and > 0; got {delta!r}")
+        delta = check_positive_float(delta, "delta")
         self.law, self.delta = law, delta
         self.m = m = law.m
         self.ia, self.ib = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(m))
