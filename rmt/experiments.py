@@ -207,6 +207,9 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, spec=N
     table, manifest_path = _open_outputs(config, out)
     done = {(r["delta"], r["seed"]) for r in table.rows} if table else set()
     tasks = [(config, x, s) for x in config.deltas for s in config.seeds if (x, s) not in done]
+    # largest points first ("longest processing time first"): on a cluster the workers then
+    # finish together instead of one of them running the biggest point alone at the end
+    tasks.sort(key=lambda t: -config.n_of(t[1]))
     started = time.perf_counter()
     if spec is None and tasks:
         spec = prepare_point(config)

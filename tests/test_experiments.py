@@ -60,6 +60,20 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path, monkeypatch):
     assert [[r[k] for k in keys] for r in on_disk] == [[r[k] for k in keys] for r in reference]
 
 
+def test_sweep_hands_out_the_largest_points_first(monkeypatch):
+    cfg = rmt.RunConfig(**{**SMALL, "deltas": (1.0, 4.0, 2.0), "seeds": (0, 1)})
+    seen = []
+
+    def record(func, tasks, **kwargs):
+        seen.extend((t[1], t[2]) for t in tasks)
+        return []
+
+    monkeypatch.setattr("rmt.distributed.run_tasks", record)
+    rmt.run_sweep(cfg, progress=False)
+    assert seen == [(4.0, 0), (4.0, 1), (2.0, 0), (2.0, 1), (1.0, 0), (1.0, 1)]
+    assert [cfg.n_of(x) for x, _ in seen] == sorted((cfg.n_of(x) for x, _ in seen), reverse=True)
+
+
 def test_output_folder_of_another_configuration_is_refused(tmp_path):
     cfg = rmt.RunConfig(**{**SMALL, "deltas": (2.0,), "seeds": (0,)})
     rmt.run_sweep(cfg, out=tmp_path, progress=False)
