@@ -96,28 +96,49 @@ def maxrss_bytes() -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds of this process and all its live descendants (Dask workers included)."""
+def tree_cpu_times() -> dict:
+    """CPU seconds of this process and each live descendant (Dask workers included), by pid."""
     import psutil
 
-    total = 0.0
+    out = {}
     for p in [psutil.Process()] + psutil.Process().children(recursive=True):
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            out[p.pid] = t.user + t.system
         except psutil.NoSuchProcess:
             pass
-    return total
+    return out
 
 
-def other_load_tree(run):
-    """Run ``run()``; return ``(result, wall, load from processes outside our tree, in cores)``."""
+def other_load_tree(run, interval=0.2):
+    """Run ``run()``; return ``(result, wall, load from processes outside our tree, in cores)``.
+
+    Our tree is sampled every ``interval`` seconds while ``run()`` goes on, keeping the last
+    figure of every pid: Dask workers that start and exit within the run are counted as ours
+    (read only at the end, their CPU time was charged to "others").
+    """
     from _util import _busy_seconds
 
-    t0, busy0, own0 = time.perf_counter(), _busy_seconds(), tree_cpu_seconds()
-    out = run()
+    first = tree_cpu_times()
+    last = dict(first)
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(interval):
+            last.update(tree_cpu_times())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    t0, busy0 = time.perf_counter(), _busy_seconds()
+    sampler.start()
+    try:
+        out = run()
+    finally:
+        stop.set()
+        sampler.join()
+    last.update(tree_cpu_times())
     wall = time.perf_counter() - t0
-    other = (_busy_seconds() - busy0 - (tree_cpu_seconds() - own0)) / wall
+    ours = sum(v - first.get(pid, 0.0) for pid, v in last.items())
+    other = (_busy_seconds() - busy0 - ours) / wall
     return out, wall, max(0.0, other)
 
 
@@ -474,8 +495,15 @@ def bench_passes(args):
 def bench_sweep_32(args):
     """32 sweep points with ``rmt.run_sweep``: serial against ``scheduler="local"``.
 
-    Skips with a message while ``rmt.run_sweep`` does not exist.
+    Three runs of the same sweep: serial with Numba on ``--threads`` threads (the default
+    serial run), serial on 1 thread, and a ``LocalCluster`` of 2 single-threaded workers.
+    The 1-thread run measures the work ``W1`` that the two workers share, so
+    ``W1 / (2 * serial)`` is the best ratio two workers can reach (perfect balance, no
+    start-up, no contention between them); the sums of the rows' timing columns show where the
+    time goes.  Skips with a message while ``rmt.run_sweep`` does not exist.
     """
+    import numba
+
     run_sweep = getattr(rmt, "run_sweep", None)
     if run_sweep is None:
         print("SKIP sweep: rmt.run_sweep does not exist yet")
@@ -483,26 +511,52 @@ def bench_sweep_32(args):
     config = rmt.RunConfig(
         point="zero", d=args.sweep_d, deltas="1:4:8", seeds=(0, 1, 2, 3), n_eigs=3, method="lanczos"
     )
+    threads = set_threads(args.threads)["numba"]
     results = {}
-    for label, scheduler in (("serial", None), ("local", "local")):
+    runs = (("serial", None, threads), ("serial_1thread", None, 1), ("local", "local", threads))
+    for label, scheduler, nt in runs:
+        numba.set_num_threads(nt)
         rows, wall, load = other_load_tree(
             lambda s=scheduler: run_sweep(config, scheduler=s, progress=False)
         )
-        results[label] = {"wall_s": wall, "other_load": load, "rows": rows}
-        print(f"{label}: {len(rows)} rows in {wall:.1f} s (others' load {load:.2f} cores)")
+        parts = _time_parts(rows)
+        results[label] = {"wall_s": wall, "other_load": load, "numba_threads": nt, **parts}
+        results[label]["rows"] = rows
+        print(
+            f"{label}: {len(rows)} rows in {wall:.1f} s (others' load {load:.2f} cores); "
+            "per-point sums: "
+            + ", ".join(f"{k[5:-2]} {v:.1f} s" for k, v in parts.items())
+        )
+    numba.set_num_threads(threads)
     same = _same_rows(results["serial"]["rows"], results["local"]["rows"])
+    same_1 = _same_rows(results["serial"]["rows"], results["serial_1thread"]["rows"])
     ratio = results["local"]["wall_s"] / results["serial"]["wall_s"]
-    print(f"local/serial time {ratio:.2f} (target <= 0.6); rows identical: {same}")
+    bound = results["serial_1thread"]["wall_s"] / (2 * results["serial"]["wall_s"])
+    print(f"local/serial time {ratio:.2f} (target <= 0.6); rows identical: {same} (1 thread: {same_1})")
+    print(
+        f"best possible with 2 single-threaded workers, W1 / (2 serial): {bound:.2f} "
+        f"(serial on 1 thread / on {threads}: "
+        f"{results['serial_1thread']['wall_s'] / results['serial']['wall_s']:.2f})"
+    )
     save(
         "sweep",
         dict(
             points=32,
             d=args.sweep_d,
             ratio=ratio,
+            bound_two_workers=bound,
             identical=same,
+            identical_1thread=same_1,
             **{k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in results.items()},
         ),
     )
+
+
+def _time_parts(rows):
+    """Sums over the points of their timing columns (each point's rows repeat them)."""
+    first = {(r["delta"], r["seed"]): r for r in rows}
+    cols = ("time_point_s", "time_eigs_s", "time_theory_s")
+    return {c: float(sum(r[c] for r in first.values())) for c in cols}
 
 
 def _same_rows(a, b):
