@@ -524,15 +524,16 @@ def bench_sweep_32(args):
         results[label]["rows"] = rows
         print(
             f"{label}: {len(rows)} rows in {wall:.1f} s (others' load {load:.2f} cores); "
-            "per-point sums: "
-            + ", ".join(f"{k[5:-2]} {v:.1f} s" for k, v in parts.items())
+            "per-point sums: " + ", ".join(f"{k[5:-2]} {v:.1f} s" for k, v in parts.items())
         )
     numba.set_num_threads(threads)
     same = _same_rows(results["serial"]["rows"], results["local"]["rows"])
     same_1 = _same_rows(results["serial"]["rows"], results["serial_1thread"]["rows"])
     ratio = results["local"]["wall_s"] / results["serial"]["wall_s"]
     bound = results["serial_1thread"]["wall_s"] / (2 * results["serial"]["wall_s"])
-    print(f"local/serial time {ratio:.2f} (target <= 0.6); rows identical: {same} (1 thread: {same_1})")
+    print(
+        f"local/serial time {ratio:.2f} (target <= 0.6); rows identical: {same} (1 thread: {same_1})"
+    )
     print(
         f"best possible with 2 single-threaded workers, W1 / (2 serial): {bound:.2f} "
         f"(serial on 1 thread / on {threads}: "
