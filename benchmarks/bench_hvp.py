@@ -6,6 +6,8 @@ Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
   through the generic kernel, through the obvious numpy product (``X @ V``, a per-row einsum
   with ``D``, ``X.T @ R``) and through numpy's transposed products (``(V.T@X.T).T``, ``(R.T@X).T``);
 * a block of 8 vectors in one call, against 8 single products;
+* a square DGEMM timed in the same run, the compute ceiling: the block's flop rate and the rate
+  that the block goal (at most 3 single products) would need, as fractions of it;
 * every time as a multiple of one pass over ``X``, both the nominal 30 GB/s of PERFORMANCE.md and
   a parallel sum of ``X`` timed in the same run;
 * compile time, separately: first call in a fresh process with an empty Numba cache, first call
@@ -31,6 +33,8 @@ import rmt
 from rmt.kernels.hessian import hvp_fused, hvp_kernel, stream_pass
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
+GEMM_N = 2000  # a square DGEMM of this size, timed in the run: the machine's compute ceiling
+GEMM_NAME = f"DGEMM {GEMM_N}^3 (compute ceiling)"
 
 
 def parse_args(argv=None):
@@ -80,6 +84,7 @@ def contenders(H, b, rng):
     Vt1 = np.ascontiguousarray(v.reshape(m, d))
     Vtb = np.ascontiguousarray(Vb.T).reshape(b * m, d)
     nc = H.n_chunks
+    G = rng.standard_normal((GEMM_N, GEMM_N))
     funcs = {
         "numpy obvious, 1 vector": lambda: numpy_obvious(X, D, Vdm),
         "numpy transposed, 1 vector": lambda: numpy_transposed(X, D, Vdm),
@@ -88,6 +93,7 @@ def contenders(H, b, rng):
         "generic kernel, 1 vector": lambda: hvp_fused(X, D, Vt1, nc),
         f"rmt Hessian.matmat, block {b}": lambda: H.matmat(Vb),
         f"generic kernel, block {b}": lambda: hvp_fused(X, D, Vtb, nc),
+        GEMM_NAME: lambda: G @ G,
     }
     ref = numpy_obvious(X, D, Vdm).T.ravel() / H.n + H.weight_decay * v
     err = np.abs(H.matvec(v) - ref).max() / np.abs(ref).max()
@@ -120,6 +126,16 @@ def main_timings(H, args, rng):
     print(f"\nsingle product / numpy obvious: {single / base:.3f}  (goal <= 0.3)")
     print(f"block {args.block} / single product: {block / single:.2f}  (goal <= 3)")
     print(f"single product / one-pass bound: {single / nominal:.2f}  (goal <= 2)")
+    # every product does 4 n d m flops per vector (x^T V, then x r^T); the block goal asks
+    # for b vectors in at most 3 single products
+    gemm_rate = 2 * GEMM_N**3 / t[GEMM_NAME]
+    flops = 4 * H.n * H.d * H.m * args.block
+    need = flops / (3 * single)
+    print(
+        f"DGEMM rate in this run: {gemm_rate / 1e9:.0f} GFLOP/s; block {args.block} runs at "
+        f"{flops / block / 1e9:.0f} GFLOP/s ({flops / block / gemm_rate:.0%} of it); "
+        f"block <= 3 single products needs {need / 1e9:.0f} GFLOP/s ({need / gemm_rate:.0%})"
+    )
     return {
         "times": t,
         "other_load": load,
@@ -128,6 +144,9 @@ def main_timings(H, args, rng):
         "rel_err": err,
         "single_over_numpy": single / base,
         "block_over_single": block / single,
+        "gemm_gflops": gemm_rate / 1e9,
+        "block_gflops": flops / block / 1e9,
+        "block_goal_needs_gflops": need / 1e9,
     }
 
 
