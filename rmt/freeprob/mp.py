@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_positive_float
-from ..kernels.freeprob import min_pd_pivot, mp_moments, spike_moments
+from ..kernels.freeprob import min_pd_pivot, mp_moments, spike_moments, weighted_products
+from ..kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40
@@ -51,6 +52,10 @@ class MPSystem:
         self.D = np.ascontiguousarray(law.D)
         self.w = np.ascontiguousarray(law.weights)
         self.zhat = np.ascontiguousarray(law.zhat)
+        #: unrolled kernels for m <= 4 read vech(D_i) node-last (``Dv[u, i]``)
+        self.unrolled = m in MOMENTS
+        self.Dv = np.ascontiguousarray(self.D[:, self.ia, self.ib].T) if self.unrolled else None
+        self._spike_layout = None
 
     # -- symmetric coordinates ---------------------------------------------------------
     def vech(self, A):
@@ -75,7 +80,12 @@ class MPSystem:
         p = self.ia.size
         EF = np.zeros((self.m, self.m), dtype=G.dtype)
         JF = np.zeros((p, p), dtype=G.dtype)
-        bad = mp_moments(self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF)
+        if self.unrolled:
+            bad = MOMENTS[self.m](self.Dv, self.w, G, 1.0 / self.delta, with_jac, EF, JF)
+        else:
+            bad = mp_moments(
+                self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF
+            )
         return EF, JF, bad
 
     def residual_jacobian(self, G, zeta):
@@ -92,9 +102,17 @@ class MPSystem:
         scale = 1.0 + abs(zeta) + np.max(np.abs(Ginv)) + np.max(np.abs(EF))
         return R, J, scale
 
-    def newton(self, zeta, G0, maxit=NEWTON_MAXIT, tol=NEWTON_TOL):
-        """Newton on the entries of ``G``; returns a ``NewtonState`` or ``None`` on failure."""
+    def newton(self, zeta, G0, maxit=NEWTON_MAXIT, tol=NEWTON_TOL, monotone=False):
+        """Newton on the entries of ``G``; returns a ``NewtonState`` or ``None`` on failure.
+
+        ``monotone``: fail as soon as an iteration does not reduce the residual.  Started from a
+        tangent predictor on the branch, Newton is in its quadratic regime and the residual falls
+        at every iteration; when it does not, the iterate is heading off the branch (past a fold
+        or a pole), and the continuation had better shorten its step now than after ``maxit``
+        iterations.
+        """
         g = self.vech(np.asarray(G0, dtype=complex if np.iscomplexobj(zeta) else float))
+        last = np.inf
         for it in range(maxit + 1):
             G = self.unvech(g)
             R, J, scale = self.residual_jacobian(G, zeta)
@@ -103,8 +121,9 @@ class MPSystem:
             res = float(np.max(np.abs(R))) / scale
             if res <= tol:
                 return NewtonState(zeta, G, J, it, res)
-            if it == maxit:
+            if it == maxit or (monotone and res >= last):
                 return None
+            last = res
             try:
                 step = np.linalg.solve(J, -R)
             except np.linalg.LinAlgError:
@@ -122,22 +141,25 @@ class MPSystem:
     def pole_margin(self, G, side):
         """Smallest Cholesky pivot of ``I + G D_i / delta`` over nodes (``-1``: past a pole)."""
         try:
-            L = np.linalg.cholesky(-side * G)
+            L = np.ascontiguousarray(np.linalg.cholesky(-side * G))
         except np.linalg.LinAlgError:
             return -1.0
-        return min_pd_pivot(self.D, np.ascontiguousarray(L), -side / self.delta)
+        if not self.unrolled:
+            return min_pd_pivot(self.D, L, -side / self.delta)
+        pivots = np.empty(self.D.shape[0])
+        if PIVOTS[self.m](self.Dv, L, -side / self.delta, pivots):
+            return -1.0
+        return float(pivots.min())
 
     def admissible(self, G, side):
         """On the real branch ``side`` (-1 left, +1 right): ``-side G`` is positive definite and no
         ``I + G D_i / delta`` has crossed a pole."""
-        try:
-            L = np.linalg.cholesky(-side * G)
-        except np.linalg.LinAlgError:
-            return False
-        return min_pd_pivot(self.D, np.ascontiguousarray(L), -side / self.delta) > 0.0
+        return self.pole_margin(G, side) > 0.0
 
     def spike_matrices(self, G, Gp):
         """``E[kron(zhat zhat^T, F)]`` and ``E[kron(zhat zhat^T, F G' F)]`` (THEORY.md section 4)."""
+        if self.unrolled:
+            return self._spike_matrices_unrolled(G, Gp)
         Km = self.law.K * self.m
         ES, ESp = np.zeros((Km, Km)), np.zeros((Km, Km))
         bad = spike_moments(
@@ -153,6 +175,30 @@ class MPSystem:
         if bad:
             raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
         return 0.5 * (ES + ES.T), 0.5 * (ESp + ESp.T)
+
+    def _spike_matrices_unrolled(self, G, Gp):
+        """``spike_matrices`` from per-node ``vech F``, ``vech F G' F`` and one product with the
+        weighted ``zhat_q zhat_r`` (``q <= r``)."""
+        if self._spike_layout is None:
+            K, m = self.law.K, self.m
+            qa, qb = np.triu_indices(K)
+            zz = self.w[:, None] * self.zhat[:, qa] * self.zhat[:, qb]
+            tri_k, tri_m = np.zeros((K, K), int), np.zeros((m, m), int)
+            tri_k[qa, qb] = tri_k[qb, qa] = np.arange(qa.size)
+            tri_m[self.ia, self.ib] = tri_m[self.ib, self.ia] = np.arange(self.ia.size)
+            rows = np.repeat(tri_k, m, axis=0).repeat(m, axis=1)  # (q, r) of entry (qm+a, rm+b)
+            cols = np.tile(tri_m, (K, K))  # (a, b)
+            self._spike_layout = (np.ascontiguousarray(zz.T), rows, cols)
+        zzT, rows, cols = self._spike_layout
+        p, N = self.Dv.shape
+        V = np.empty((2 * p, N))  # vech F_i, then vech F_i G' F_i
+        G = np.ascontiguousarray(G, dtype=float)
+        Gp = np.ascontiguousarray(Gp, dtype=float)
+        if SPIKE_NODES[self.m](self.Dv, G, Gp, 1.0 / self.delta, V[:p], V[p:]):
+            raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
+        Y = np.empty((zzT.shape[0], 2 * p))  # (pairs q <= r) x (2p)
+        weighted_products(zzT, V, Y)
+        return Y[rows, cols], Y[rows, p + cols]
 
     def far(self, side=0):
         """A distance beyond which ``G ~ -I/zeta`` starts Newton safely on ``side`` (0: both)."""

@@ -296,3 +296,17 @@ def min_pd_pivot(D, L, scale):
                     s -= C[a, t] * C[c, t]
                 C[a, c] = s / r
     return best
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def weighted_products(A, B, out):
+    """``out[q, u] = sum_i A[q, i] B[u, i]`` (rows node-last): sums over nodes that vectorise,
+    without a BLAS call (whose spinning threads would compete with the next kernel)."""
+    for q in range(A.shape[0]):
+        a = A[q]
+        for u in range(B.shape[0]):
+            b = B[u]
+            s = 0.0
+            for i in range(a.shape[0]):
+                s += a[i] * b[i]
+            out[q, u] = s

@@ -1,0 +1,191 @@
+"""The unrolled (MP) kernels for ``m <= 4`` against the generic loops and dense numpy.
+
+Every kernel of ``rmt.kernels.freeprob_small`` (moments with and without the Jacobian, per-node
+``F`` and ``F G' F``, Cholesky pivots) is compared with the generic Numba loop it replaces and
+with an independent numpy computation, for real and complex ``G``; the solvers (edges, outliers)
+are compared with themselves run on the generic loops.
+"""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import rmt
+from rmt.freeprob import mp as mp_module
+from rmt.freeprob.mp import MPSystem
+from rmt.kernels import _gen_freeprob_small as gen
+from rmt.kernels.freeprob import min_pd_pivot, mp_moments, spike_moments, weighted_products
+from rmt.kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
+
+RTOL = 1e-12
+WIDTHS = [1, 2, 3, 4]
+N_NODES = 37  # odd: the vectorised loops run their remainder iterations
+
+
+def nodes(m, rng, N=N_NODES):
+    """Symmetric ``D_i`` of size about 1, weights summing to one, and ``vech`` node-last."""
+    A = rng.standard_normal((N, m, m))
+    D = 0.5 * (A + np.swapaxes(A, 1, 2))
+    w = rng.random(N)
+    w /= w.sum()
+    ia, ib = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(m))
+    return D, w, ia, ib, np.ascontiguousarray(D[:, ia, ib].T)
+
+
+def stieltjes_like(m, rng, dtype):
+    """A symmetric ``G``, small enough that every ``I + D_i G / delta`` is well conditioned."""
+    B = rng.standard_normal((m, m))
+    G = -0.2 * (B @ B.T / m + np.eye(m))
+    return G.astype(dtype) * (1.0 if dtype is float else 1.0 + 0.4j)
+
+
+def numpy_moments(D, w, G, inv_delta, ia, ib):
+    """``E[F]`` and ``JF[:, q] = vech E[F E_q F]`` by dense solves (reference)."""
+    m = G.shape[0]
+    F = np.linalg.solve(np.eye(m) + D @ G * inv_delta, D.astype(G.dtype))
+    EF = np.einsum("n,nab->ab", w, F)
+    JF = np.empty((ia.size, ia.size), dtype=G.dtype)
+    for q in range(ia.size):
+        E = np.zeros((m, m))
+        E[ia[q], ib[q]] = E[ib[q], ia[q]] = 1.0
+        JF[:, q] = np.einsum("n,nab->ab", w, F @ E @ F)[ia, ib]
+    return EF, JF
+
+
+def assert_close(got, ref):
+    scale = np.abs(ref).max()
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=RTOL * scale)
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_moments_match_generic_loop_and_numpy(m, dtype, rng):
+    D, w, ia, ib, Dv = nodes(m, rng)
+    G = stieltjes_like(m, rng, dtype)
+    p = ia.size
+    EF, JF = np.zeros((m, m), dtype), np.zeros((p, p), dtype)
+    assert MOMENTS[m](Dv, w, G, 0.5, True, EF, JF) == 0
+    EF0, JF0 = np.zeros((m, m), dtype), np.zeros((p, p), dtype)
+    assert mp_moments(D, w, G, 0.5, ia, ib, True, EF0, JF0) == 0
+    EF_ref, JF_ref = numpy_moments(D, w, G, 0.5, ia, ib)
+    for got in (EF, EF0):
+        assert_close(got, EF_ref)
+    for got in (JF, JF0):
+        assert_close(got, JF_ref)
+    EF1, JF1 = np.zeros((m, m), dtype), np.zeros((p, p), dtype)
+    assert MOMENTS[m](Dv, w, G, 0.5, False, EF1, JF1) == 0
+    assert_close(EF1, EF_ref)
+    assert not np.any(JF1)  # without the Jacobian, JF is left alone
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+def test_singular_node_is_counted(m, rng):
+    """``I + D_0 G / delta`` singular (``D_0 = e_0 e_0^T``, ``G = -delta I``): one bad node."""
+    D, w, ia, ib, _ = nodes(m, rng)
+    D[0] = 0.0
+    D[0, 0, 0] = 1.0
+    Dv = np.ascontiguousarray(D[:, ia, ib].T)
+    G = -2.0 * np.eye(m)
+    p = ia.size
+    args = (np.zeros((m, m)), np.zeros((p, p)))
+    assert MOMENTS[m](Dv, w, G, 0.5, True, *args) >= 1
+    assert mp_moments(D, w, G, 0.5, ia, ib, True, np.zeros((m, m)), np.zeros((p, p))) >= 1
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+def test_spike_nodes_match_numpy(m, rng):
+    D, _, ia, ib, Dv = nodes(m, rng)
+    G = stieltjes_like(m, rng, float)
+    B = rng.standard_normal((m, m))
+    Gp = B + B.T
+    Fv, FGFv = np.empty_like(Dv), np.empty_like(Dv)
+    assert SPIKE_NODES[m](Dv, G, Gp, 1 / 3, Fv, FGFv) == 0
+    F = np.linalg.solve(np.eye(m) + D @ G / 3, D)
+    assert_close(Fv, F[:, ia, ib].T)
+    assert_close(FGFv, (F @ Gp @ F)[:, ia, ib].T)
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+@pytest.mark.parametrize("scale", [0.05, 0.5, -0.5, 3.0])
+def test_pivots_match_generic_loop_and_numpy(m, scale, rng):
+    D, _, ia, ib, Dv = nodes(m, rng)
+    B = rng.standard_normal((m, m))
+    L = np.linalg.cholesky(B @ B.T + np.eye(m))
+    pivots = np.empty(D.shape[0])
+    bad = PIVOTS[m](Dv, L, scale, pivots)
+    ref = min_pd_pivot(D, L, scale)
+    C = np.eye(m) + scale * L.T @ D @ L
+    definite = np.all(np.linalg.eigvalsh(C) > 0, axis=1)
+    assert (bad == 0) == bool(np.all(definite))
+    if bad == 0:
+        node_pivots = np.diagonal(np.linalg.cholesky(C), axis1=1, axis2=2) ** 2
+        assert_close(pivots, node_pivots.min(axis=1))
+        assert_close(pivots.min(), ref)
+    else:
+        assert ref == -1.0
+
+
+def test_weighted_products_match_numpy(rng):
+    A, B = rng.standard_normal((5, 41)), rng.standard_normal((7, 41))
+    out = np.empty((5, 7))
+    weighted_products(A, B, out)
+    assert_close(out, A @ B.T)
+
+
+@pytest.mark.parametrize("m", WIDTHS)
+def test_mp_system_spike_matrices_and_margins_match_generic(m, rng):
+    """``MPSystem`` on the unrolled kernels against the generic ``spike_moments``."""
+    D, w, _, _, _ = nodes(m, rng)
+    law = rmt.SpikeLaw(rng.standard_normal((D.shape[0], 3)), D, w, theta_dims=1)
+    mp = MPSystem(law, 2.0)
+    assert mp.unrolled
+    G = stieltjes_like(m, rng, float)
+    B = rng.standard_normal((m, m))
+    Gp = B @ B.T
+    ES, ESp = mp.spike_matrices(G, Gp)
+    Km = 3 * m
+    ref, ref_p = np.zeros((Km, Km)), np.zeros((Km, Km))
+    spike_moments(mp.D, mp.w, mp.zhat, G, Gp, 0.5, ref, ref_p)
+    assert_close(ES, 0.5 * (ref + ref.T))
+    assert_close(ESp, 0.5 * (ref_p + ref_p.T))
+    L = np.linalg.cholesky(-G)  # left branch: G > 0; right branch: G < 0
+    assert_close(mp.pole_margin(-G, -1), min_pd_pivot(mp.D, L, 0.5))
+    assert_close(mp.pole_margin(G, 1), min_pd_pivot(mp.D, L, -0.5))
+
+
+def small_network_law(m):
+    """A quadrature law with ``K = 3`` for width ``m`` (softplus, Huber; low order: fast)."""
+    net = rmt.TwoLayerNet(m, "softplus", "huber", huber_delta=2.0, a=np.ones(m))
+    C = np.array([[0.5, 0.3, 0.1, -0.2], [0.0, 0.25, -0.35, 0.2]])[:, :m]
+    Q = C.T @ C  # rank 2: K = 1 + 2
+    model = rmt.MultiIndexModel("phase_retrieval")
+    return rmt.SpikeLaw.from_network(model, net, Q, nodes="quadrature", order=14)
+
+
+@pytest.mark.parametrize("m", [3, 4])
+def test_edges_and_outliers_agree_with_generic_kernels(m, monkeypatch):
+    """The whole solver on the unrolled kernels and on the generic loops (m = 3, 4)."""
+    law = small_network_law(m)
+    delta = 4.0
+    edges = rmt.bulk_edges(law, delta)
+    out = rmt.outliers(law, delta, side="left", edges=edges)
+    with monkeypatch.context() as patch:
+        patch.setattr(mp_module, "MOMENTS", {})
+        assert not MPSystem(law, delta).unrolled
+        edges0 = rmt.bulk_edges(law, delta)
+        out0 = rmt.outliers(law, delta, side="left", edges=edges0)
+    tol = 1e-10 * (law.scale + 1.0)
+    assert abs(edges.lo - edges0.lo) < tol and abs(edges.hi - edges0.hi) < tol
+    assert len(out) == len(out0) > 0
+    for a, b in zip(out, out0):
+        assert abs(a.value - b.value) < tol
+        assert abs(a.overlap_theta - b.overlap_theta) < 1e-8
+
+
+def test_generated_module_is_up_to_date():
+    """``freeprob_small.py`` is what the generator writes now (formatted by ruff when available)."""
+    pytest.importorskip("ruff")
+    committed = pathlib.Path(gen.__file__).with_name("freeprob_small.py")
+    assert gen.formatted(gen.module_source(), committed) == committed.read_text()
+    assert sorted(MOMENTS) == sorted(PIVOTS) == sorted(SPIKE_NODES) == list(gen.WIDTHS)
