@@ -14,12 +14,12 @@ left, a minimum on the right).  For ``m = 1`` this is exactly the Silverstein-Ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import brentq
 
-from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, MPSystem
+from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, MPSystem, NewtonState
 
 
 @dataclass
@@ -34,6 +34,11 @@ class FoldPoint:
     residual: float
     dG: np.ndarray | None = None  # d vech(G) / d tau
     margin: float = np.inf  # smallest pivot of I + G D_i / delta over nodes (0: a pole)
+    J: np.ndarray | None = field(default=None, repr=False)  # Jacobian of (MP) in G
+
+    def state(self):
+        """This point as a ``NewtonState`` of (MP) at real ``zeta`` (a warm start)."""
+        return NewtonState(self.zeta, self.G, self.J, self.iterations, self.residual)
 
 
 @dataclass
@@ -56,6 +61,10 @@ class BulkEdges:
     iterations: int
     residual: float
     converged: bool = True
+    #: points of the real branch met on the way from ``-inf`` (``+inf``) to the edge, as
+    #: ``NewtonState``: warm starts for ``outliers`` (empty for an unbounded or atom edge)
+    branch_lo: list = field(default_factory=list, repr=False)
+    branch_hi: list = field(default_factory=list, repr=False)
 
     def __iter__(self):
         return iter((self.lo, self.hi))
@@ -68,14 +77,14 @@ def _bordered(mp: MPSystem, G, zeta):
     as ``||J|| ~ 1/tau^2`` far from the bulk."""
     R, J, scale = mp.residual_jacobian(G, zeta)
     if R is None:
-        return None, None, scale, 1.0
+        return None, None, None, scale, 1.0
     p = mp.e.size
     s = float(np.max(np.abs(np.linalg.inv(G)))) ** 2  # the size of J's G^{-1} dG G^{-1} term
     A = np.zeros((p + 1, p + 1))
     A[:p, :p] = J / s
     A[:p, p] = -mp.e
     A[p, :p] = mp.e / mp.m
-    return R, A, scale, s
+    return R, J, A, scale, s
 
 
 def _lstsq(A, b):
@@ -85,12 +94,16 @@ def _lstsq(A, b):
     return np.linalg.lstsq(A, b, rcond=1e-9)[0]
 
 
-def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT):
-    """Newton on ``(vech G, zeta)`` at fixed ``tau``; ``None`` on failure."""
+def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=False):
+    """Newton on ``(vech G, zeta)`` at fixed ``tau``; ``None`` on failure.
+
+    ``monotone``: fail as soon as an iteration does not reduce the residual (see ``MPSystem.newton``).
+    """
     g, zeta = mp.vech(G0).astype(float), float(zeta0)
+    last = np.inf
     for it in range(maxit + 1):
         G = mp.unvech(g)
-        R, A, scale, s = _bordered(mp, G, zeta)
+        R, J, A, scale, s = _bordered(mp, G, zeta)
         if R is None:
             return None
         c = float(g @ mp.e) / mp.m - tau
@@ -100,9 +113,10 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT):
                 t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
             except np.linalg.LinAlgError:
                 return None
-            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1])
-        if it == maxit:
+            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1], J=J)
+        if it == maxit or (monotone and res >= last):
             return None
+        last = res
         try:
             step = _lstsq(A, -np.r_[R / s, c])
         except np.linalg.LinAlgError:
@@ -141,7 +155,7 @@ def _advance(mp, pt, tau_new, side):
     dt = tau_new - pt.tau
     G_pred = pt.G + mp.unvech(pt.dG) * dt
     zeta_pred = pt.zeta + pt.h * dt
-    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred, maxit=STEP_MAXIT)
+    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred, maxit=STEP_MAXIT, monotone=True)
     if new is None:
         return None
     moved = np.max(np.abs(new.G - pt.G)) + 1e-300
@@ -171,8 +185,23 @@ def _next_ratio(prev, pt, ratio):
     return min(halved, aim) if aim > 1.0 else halved
 
 
+def _bracket_ratio(pt, new, ratio):
+    """Step ratio after a step past the fold that was too long to bracket it safely.
+
+    ``h`` changes sign between ``pt`` and ``new``; its linear interpolant puts the fold at
+    ``r_f``.  Aim just short of it, so that the next step brackets the fold within
+    ``FOLD_BRACKET``, or across it when it is that close already."""
+    r_f = 1.0 + (ratio - 1.0) * pt.h / (pt.h - new.h)
+    margin = 0.4 * FOLD_BRACKET
+    if r_f - 1.0 > FOLD_BRACKET:
+        return r_f - margin
+    return min(r_f + margin, 1.0 + 0.9 * FOLD_BRACKET)  # short enough, rounding included
+
+
 def find_fold(mp: MPSystem, side, max_steps=400):
-    """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps)``.
+    """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps, path)``.
+
+    ``path`` lists the accepted points of the continuation, from the start.
 
     ``kind`` is ``"fold"``, ``"boundary"`` (cut at ``law.d_bounds``) or ``"pole"``: the branch
     reached a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any fold could
@@ -180,7 +209,8 @@ def find_fold(mp: MPSystem, side, max_steps=400):
     nodes): its fold lies within ``sqrt(weight)`` of the pole, below double precision, and the
     edge equals the returned ``zeta`` to about that accuracy.
     """
-    pt, prev = _start(mp, side), None
+    pt, prev, past = _start(mp, side), None, None  # past: a point known to lie past the fold
+    path = [pt]
     tau_b = _tau_bound(mp, side)
     ratio, steps = 1.5, 0
     while steps < max_steps:
@@ -196,15 +226,18 @@ def find_fold(mp: MPSystem, side, max_steps=400):
             continue
         if new.h <= 0.0:
             if ratio - 1.0 > FOLD_BRACKET:  # bracket the fold by a short step: no branch jump
-                ratio = 1.0 + 0.25 * (ratio - 1.0)
+                ratio, past = _bracket_ratio(pt, new, ratio), new
                 continue
-            return _refine(mp, pt, new, side), "fold", steps
+            return _refine(mp, pt, new, side), "fold", steps, path
         prev, pt = pt, new
+        path.append(pt)
         if pt.margin < POLE_MARGIN:
-            return pt, "pole", steps
+            return pt, "pole", steps, path
         if tau_b is not None and tau_new == tau_b:
-            return pt, "boundary", steps
+            return pt, "boundary", steps, path
         ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
+        if past is not None and past.tau / pt.tau > 1.0:  # no longer step than to the fold
+            ratio = min(ratio, _bracket_ratio(pt, past, past.tau / pt.tau))
     raise ConvergenceError(
         f"no fold of the real branch found on the {'left' if side < 0 else 'right'} after "
         f"{steps} continuation steps (last tau = {pt.tau:.6g}, zeta = {pt.zeta:.6g}, "
@@ -219,16 +252,21 @@ def _refine(mp, a, b, side):
     ``zeta(tau)`` is quadratic at its extremum, so a relative ``tau`` tolerance of 1e-10 gives
     the edge to about 1e-20 relative: far below the Newton tolerance."""
     cache = {"pt": a}
+    known = {a.tau: a, b.tau: b}  # Brent starts by evaluating both ends: they are known
 
     def h(tau):
+        if tau in known:
+            return known[tau].h
         near = cache["pt"]
         new = _advance(mp, near, tau, side) or _advance(mp, a, tau, side)
         if new is None:
             raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
-        cache["pt"] = new
+        cache["pt"] = known[tau] = new
         return new.h
 
     if b.h == 0.0:
         return b
     tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10, maxiter=200)
+    if tau_star in known:  # Brent returns a point it has evaluated
+        return known[tau_star]
     return _advance(mp, cache["pt"], tau_star, side) or cache["pt"]

@@ -67,32 +67,40 @@ def _check_side(side):
 class _Branch:
     """The real branch of (MP) on one side, with cached points for warm starts."""
 
-    def __init__(self, mp: MPSystem, side, edge, G_edge):
+    def __init__(self, mp: MPSystem, side, edge, G_edge, points=()):
         self.mp, self.side, self.edge, self.G_edge = mp, side, edge, G_edge
-        self.points = [real_branch_start(mp, side)]
+        self.points = list(points) or [real_branch_start(mp, side)]
+        self._S = {}
+
+    def _distance(self, zeta, lam):
+        """Distance along the branch in ``sqrt(zeta - edge)``, in which ``G`` is smooth."""
+        return abs(np.sqrt(abs(zeta - self.edge)) - np.sqrt(abs(lam - self.edge)))
 
     def state(self, lam):
+        """``G(lam)`` by continuation from the nearest known point, on either side of ``lam``
+        (all lie outside the bulk)."""
         if lam == self.edge:
             return None
-        far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
-        start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
+        start = min(self.points, key=lambda p: self._distance(p.zeta.real, lam))
         st, _ = _continue_real(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
 
     def S(self, lam):
-        """``S_lambda`` and ``S'_lambda`` as ``Km x Km`` symmetric matrices."""
-        st = self.state(lam)
-        G = self.G_edge if st is None else st.G
-        Gp = np.zeros_like(G) if st is None else self.mp.tangent(st)
-        ES, ESp = self.mp.spike_matrices(G, Gp)
-        n = ES.shape[0]
-        return ES - lam * np.eye(n), -ESp / self.mp.delta - np.eye(n)
+        """``S_lambda`` and ``S'_lambda`` as ``Km x Km`` symmetric matrices (cached by ``lam``)."""
+        if lam not in self._S:
+            st = self.state(lam)
+            G = self.G_edge if st is None else st.G
+            Gp = np.zeros_like(G) if st is None else self.mp.tangent(st)
+            ES, ESp = self.mp.spike_matrices(G, Gp)
+            n = ES.shape[0]
+            self._S[lam] = (ES - lam * np.eye(n), -ESp / self.mp.delta - np.eye(n))
+        return self._S[lam]
 
 
 def _edge(mp: MPSystem, side):
-    value, kind, G, _, _ = _side_edge(mp, side)
-    return value, kind, G
+    value, kind, G, _, _, branch = _side_edge(mp, side)
+    return value, kind, G, branch
 
 
 def _root(branch: _Branch, j, mu_edge):
@@ -122,10 +130,16 @@ def _root(branch: _Branch, j, mu_edge):
         else:
             outer = lam
         nxt = lam - mu / dmu if dmu != 0 else np.nan
+        # converged before the bracket test: at the root, the Newton point may coincide with a
+        # bracket end to rounding, and bisecting there would throw the converged root away
+        if mu == 0.0:
+            return lam, it
+        if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)):
+            return nxt, it
         if not (min(inner, outer) < nxt < max(inner, outer)):
             nxt = 0.5 * (inner + outer)
-        if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)) or mu == 0.0:
-            return nxt, it
+            if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)):
+                return nxt, it
         lam = nxt
     raise ConvergenceError(f"the root of the {j}-th eigenvalue of S did not converge")
 
@@ -153,8 +167,9 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     if edges is not None and edges.delta == mp.delta:
         edge, kind = (edges.lo, edges.lo_kind) if sgn < 0 else (edges.hi, edges.hi_kind)
         edge, G_edge = edge - law.shift, edges.G_lo if sgn < 0 else edges.G_hi
+        branch_points = edges.branch_lo if sgn < 0 else edges.branch_hi
     else:
-        edge, kind, G_edge = _edge(mp, sgn)
+        edge, kind, G_edge, branch_points = _edge(mp, sgn)
     shift = law.shift
     if kind in ("unbounded", "atom"):
         why = {
@@ -163,7 +178,7 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
             "atom": "D is definite and the atom at 0 ends the spectrum on this side",
         }[kind]
         return Outliers([], side, edge + shift, kind, why)
-    branch = _Branch(mp, sgn, edge, G_edge)
+    branch = _Branch(mp, sgn, edge, G_edge, branch_points)
     mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
     found = []
     # an eigenvalue of S that vanishes at the edge to rounding is not an outlier

@@ -17,11 +17,12 @@ def _check_law(law):
 
 
 def _side_edge(mp: MPSystem, side):
-    """``(value, kind, G, iterations, residual)`` of one edge, before the shift."""
+    """``(value, kind, G, iterations, residual, branch)`` of one edge, before the shift;
+    ``branch``: the points of the real branch met on the way (``NewtonState``)."""
     law = mp.law
     idx = 0 if side < 0 else 1
     if law.unbounded[idx]:
-        return side * np.inf, "unbounded", None, 0, 0.0
+        return side * np.inf, "unbounded", None, 0, 0.0, []
     atom = mp.delta * law.expected_rank < law.m - 1e-12
     definite = (
         law.node_range[0] >= -1e-12 * law.scale
@@ -29,9 +30,9 @@ def _side_edge(mp: MPSystem, side):
         else law.node_range[1] <= 1e-12 * law.scale
     )
     if atom and definite:
-        return 0.0, "atom", None, 0, 0.0
-    pt, kind, steps = find_fold(mp, side)
-    return pt.zeta, kind, pt.G, steps, pt.residual
+        return 0.0, "atom", None, 0, 0.0, []
+    pt, kind, steps, path = find_fold(mp, side)
+    return pt.zeta, kind, pt.G, steps, pt.residual, [p.state() for p in path]
 
 
 def bulk_edges(law, delta) -> BulkEdges:
@@ -56,6 +57,8 @@ def bulk_edges(law, delta) -> BulkEdges:
         mp.delta,
         lo[3] + hi[3],
         max(lo[4], hi[4]),
+        branch_lo=lo[5],
+        branch_hi=hi[5],
     )
 
 
@@ -97,7 +100,7 @@ def _continue_complex(mp: MPSystem, zeta):
         nxt = max(log_t - step, log_end)
         zn = complex(x, np.exp(nxt))
         Gp = mp.tangent(st)
-        new = mp.newton(zn, st.G + Gp * (zn - st.zeta), maxit=STEP_MAXIT)
+        new = mp.newton(zn, st.G + Gp * (zn - st.zeta), maxit=STEP_MAXIT, monotone=True)
         if new is None or not _physical(new.G):
             step *= 0.5
             if step < 1e-10:
@@ -121,7 +124,7 @@ def _continue_real(mp: MPSystem, start: NewtonState, target, side):
     while st.zeta.real != target:
         nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
         Gp = mp.tangent(st)
-        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real), maxit=STEP_MAXIT)
+        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real), maxit=STEP_MAXIT, monotone=True)
         if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):

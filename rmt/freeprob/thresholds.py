@@ -48,10 +48,10 @@ def theta_margin(law, delta, side):
     """
     sgn = _check_side(side)
     mp = MPSystem(law, delta)
-    edge, kind, G_edge = _edge(mp, sgn)
+    edge, kind, G_edge, points = _edge(mp, sgn)
     if kind in ("atom", "unbounded"):
         return -1.0
-    branch = _Branch(mp, sgn, edge, G_edge)
+    branch = _Branch(mp, sgn, edge, G_edge, points)
     vals, vecs = np.linalg.eigh(branch.S(edge)[0])
     rows = law.theta_dims * law.m
     carries = np.sum(vecs[:rows] ** 2, axis=0) > THETA_TOL
