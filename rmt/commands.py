@@ -69,6 +69,10 @@ def theory_curve(law, deltas) -> dict:
     return {k: np.asarray(v) for k, v in cols.items()}
 
 
+#: grid points of the predicted density in a spectrum panel
+DENSITY_POINTS = 400
+
+
 def spectrum_panel(config: RunConfig, delta: float, seed: int, spec=None, law=None):
     """Full empirical spectrum at one ``delta`` with the predicted density, edges and outliers."""
     from scipy.linalg import eigh
@@ -89,9 +93,14 @@ def spectrum_panel(config: RunConfig, delta: float, seed: int, spec=None, law=No
     panel = {"delta": delta, "eigenvalues": evals}
     if law is not None:
         th = theory_at(law, delta, 3)
-        x = np.linspace(evals[0], evals[-1], 400)
+        x = np.linspace(evals[0], evals[-1], DENSITY_POINTS)
+        # the density at the plot's resolution: Cauchy-smoothed over two grid steps.  A
+        # quadrature law is a sum of atoms of D; where the bulk comes from nearly singular D
+        # (next to the atom at 0 when delta is small) its density at eta -> 0 is a comb of
+        # narrow bumps, one per node, instead of the smooth density of the continuous law.
+        eta = 2.0 * (x[1] - x[0])
         panel.update(
-            density=(x, bulk_density(law, delta, x).density),
+            density=(x, bulk_density(law, delta, x, eta=eta).density, eta),
             edges=(th["edge_lo"], th["edge_hi"]),
             outliers=th["outliers"],
         )

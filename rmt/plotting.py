@@ -47,7 +47,9 @@ def plot_spectrum(
 ):
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
-    ``density`` is ``(x, rho)`` for the continuous part; ``edges`` is ``(lo, hi)``;
+    ``density`` is ``(x, rho)`` for the continuous part, or ``(x, rho, eta)`` when ``rho`` was
+    evaluated at ``x + i eta`` (a Cauchy smoothing of width ``eta``, named in the legend);
+    ``edges`` is ``(lo, hi)``;
     ``outliers`` are predicted values (red triangles) and ``sim_outliers`` empirical extreme
     eigenvalues (dark crosses).  Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the
     atom: they are left out of the histogram (which keeps the normalisation of the whole
@@ -75,7 +77,10 @@ def plot_spectrum(
             va="top",
         )
     if density is not None:
-        ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label="predicted density")
+        label = "predicted density"
+        if len(density) > 2:
+            label += f" (smoothed, η = {density[2]:.1g})"
+        ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label=label)
     for e in edges if edges is not None else ():
         if np.isfinite(e):
             ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")
