@@ -115,7 +115,8 @@ def _lanczos_step(op, Q, S, j, block, anorm, rng):
     S[: j + block, j : j + block] = H
     S[j : j + block, :j] = H[:j].T
     S[j : j + block, j : j + block] = diag
-    anorm = max(anorm, float(np.max(np.abs(np.linalg.eigvalsh(diag)))))
+    theta = np.abs(diag[0, 0]) if block == 1 else np.abs(np.linalg.eigvalsh(diag))
+    anorm = max(anorm, float(np.max(theta)))
     Qn, R = _orthonormalise_block(W, basis, 1e-13 * anorm, rng)
     Q[:, j + block : j + 2 * block] = Qn
     exhausted = not np.all(np.any(Qn, axis=0))
@@ -131,6 +132,14 @@ def _orthonormalise_block(W, basis, threshold, rng):
     ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls back to
     :func:`_orthonormalise_columns`, which replaces deflated columns.
     """
+    if W.shape[1] == 1:  # one vector: the QR is a norm (two LAPACK calls saved per step)
+        r1 = float(np.linalg.norm(W))
+        if r1 <= threshold:
+            return _orthonormalise_columns(W, basis, threshold, rng)
+        Q1 = W / r1
+        Q1 -= basis @ (basis.T @ Q1)
+        r2 = float(np.linalg.norm(Q1))
+        return Q1 / r2, np.array([[r2 * r1]])
     Q1, R1 = np.linalg.qr(W)
     if np.min(np.abs(np.diag(R1))) <= threshold:
         return _orthonormalise_columns(W, basis, threshold, rng)
