@@ -198,6 +198,12 @@ def bulk_density(law, delta, x, eta=None) -> BulkDensity:
     started from the previous point and checked to be physical (``Im G >= 0``), otherwise by
     continuation in ``Im zeta``.  The atom contributes ``atom * eta / (pi (x^2 + eta^2))``, which
     is removed.  Raises ``ConvergenceError`` if a point does not converge.
+
+    A quadrature or Monte-Carlo law is a finite sum of atoms of ``D``.  Where the bulk comes from
+    nearly singular ``D`` (next to the atom at 0 when ``delta`` is small) the density of such a
+    law at ``eta -> 0`` is a comb of narrow bumps, one per node, not the smooth density of the
+    continuous law; pass an ``eta`` of the order of the grid step there (the density is then
+    smoothed by a Cauchy kernel of width ``eta``), as the figures of ``rmt spectrum`` do.
     """
     _check_law(law)
     mp = MPSystem(law, delta)
