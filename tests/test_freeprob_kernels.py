@@ -15,7 +15,13 @@ import rmt
 from rmt.freeprob import mp as mp_module
 from rmt.freeprob.mp import MPSystem
 from rmt.kernels import _gen_freeprob_small as gen
-from rmt.kernels.freeprob import min_pd_pivot, mp_moments, spike_moments, weighted_products
+from rmt.kernels.freeprob import (
+    min_pd_pivot,
+    mp_moments,
+    mp_residual,
+    spike_moments,
+    weighted_products,
+)
 from rmt.kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
 
 RTOL = 1e-12
@@ -124,6 +130,30 @@ def test_pivots_match_generic_loop_and_numpy(m, scale, rng):
         assert_close(pivots.min(), ref)
     else:
         assert ref == -1.0
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_residual_and_jacobian_match_numpy(m, dtype, rng):
+    """``mp_residual`` against ``vech(-zeta I + E[F] - G^{-1})`` and the numpy sandwich."""
+    D, w, ia, ib, _ = nodes(m, rng)
+    law = rmt.SpikeLaw(np.zeros((D.shape[0], 1)), D, w)
+    mp = MPSystem(law, 2.0)
+    G = stieltjes_like(m, rng, dtype)
+    zeta = -1.3 + (0.2j if dtype is complex else 0.0)
+    EF, JF, bad = mp.moments(G)
+    assert bad == 0
+    R, J = np.empty(ia.size, dtype), np.empty((ia.size, ia.size), dtype)
+    ok, scale, ginv_max = mp_residual(EF, JF, G, zeta, 0.5, ia, ib, R, J)
+    Ginv = np.linalg.inv(G)
+    assert ok
+    assert_close(R, mp.vech(-zeta * np.eye(m) + EF - Ginv))
+    assert_close(J, -JF / 2.0 + mp.sandwich(Ginv))
+    assert abs(ginv_max - np.abs(Ginv).max()) <= 1e-12 * ginv_max
+    assert abs(scale - (1 + abs(zeta) + np.abs(Ginv).max() + np.abs(EF).max())) <= 1e-12 * scale
+    G[:, 0] = G[0, :] = 0.0  # singular
+    assert not mp_residual(EF, JF, G, zeta, 0.5, ia, ib, R, J)[0]
+    assert mp.residual_jacobian(G, zeta)[0] is None
 
 
 def test_weighted_products_match_numpy(rng):

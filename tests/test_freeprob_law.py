@@ -7,6 +7,7 @@ import pytest
 from scipy import integrate
 
 import rmt
+from rmt.freeprob.law import node_eigenvalues
 
 PHASE = rmt.MultiIndexModel("phase_retrieval")
 
@@ -104,3 +105,19 @@ def test_monte_carlo_law_reports_its_error(rng):
     )
     assert law.kind == "monte_carlo" and law.K == 4
     assert 0 < law.stderr < 0.01
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_node_eigenvalues_match_eigvalsh(m, rng):
+    """Closed forms for m <= 2 against LAPACK, with singular, diagonal and zero blocks."""
+    A = rng.standard_normal((200, m, m))
+    D = A + np.swapaxes(A, 1, 2)
+    D[0] = 0.0
+    D[1] = np.diag(np.arange(1.0, m + 1.0))
+    u = rng.standard_normal(m)
+    D[2] = np.outer(u, u)  # rank one
+    D[3] = -1e-9 * np.eye(m)
+    ref = np.linalg.eigvalsh(D)
+    got = node_eigenvalues(D)
+    scale = np.max(np.abs(D), axis=(1, 2), keepdims=True)[:, :, 0]
+    assert np.all(np.abs(got - ref) <= 1e-14 * (scale + 1e-300) + 1e-300)

@@ -75,11 +75,11 @@ def _bordered(mp: MPSystem, G, zeta):
 
     The unknowns are ``(dG, dzeta / s)``; without the scaling the matrix is as ill-conditioned
     as ``||J|| ~ 1/tau^2`` far from the bulk."""
-    R, J, scale = mp.residual_jacobian(G, zeta)
+    R, J, scale, ginv_max = mp.residual_parts(G, zeta)
     if R is None:
         return None, None, None, scale, 1.0
     p = mp.e.size
-    s = float(np.max(np.abs(np.linalg.inv(G)))) ** 2  # the size of J's G^{-1} dG G^{-1} term
+    s = ginv_max**2  # the size of J's G^{-1} dG G^{-1} term
     A = np.zeros((p + 1, p + 1))
     A[:p, :p] = J / s
     A[:p, p] = -mp.e

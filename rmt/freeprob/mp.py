@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_positive_float
-from ..kernels.freeprob import min_pd_pivot, mp_moments, spike_moments, weighted_products
+from ..kernels.freeprob import (
+    min_pd_pivot,
+    mp_moments,
+    mp_residual,
+    spike_moments,
+    weighted_products,
+)
 from ..kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
 
 NEWTON_TOL = 1e-13
@@ -90,17 +96,22 @@ class MPSystem:
 
     def residual_jacobian(self, G, zeta):
         """``(vech R, J, scale)``; ``None`` for ``R`` when a node system is singular."""
-        EF, JF, bad = self.moments(G)
-        try:
-            Ginv = np.linalg.inv(G)
-        except np.linalg.LinAlgError:
-            return None, None, 1.0
-        if bad or not np.all(np.isfinite(EF)):
-            return None, None, 1.0
-        R = self.vech(-zeta * np.eye(self.m) + EF - Ginv)
-        J = -JF / self.delta + self.sandwich(Ginv)
-        scale = 1.0 + abs(zeta) + np.max(np.abs(Ginv)) + np.max(np.abs(EF))
+        R, J, scale, _ = self.residual_parts(G, zeta)
         return R, J, scale
+
+    def residual_parts(self, G, zeta):
+        """``(vech R, J, scale, max |G^{-1}|)``; ``None`` for ``R`` when ``G`` or a node system
+        is singular.  ``J`` is ``-E[F dG F] / delta + G^{-1} dG G^{-1}`` (see ``sandwich``)."""
+        EF, JF, bad = self.moments(G)
+        if bad:
+            return None, None, 1.0, 0.0
+        p = self.ia.size
+        R, J = np.empty(p, dtype=G.dtype), np.empty((p, p), dtype=G.dtype)
+        zeta = complex(zeta) if np.iscomplexobj(G) else float(zeta)
+        ok, scale, ginv_max = mp_residual(EF, JF, G, zeta, 1.0 / self.delta, self.ia, self.ib, R, J)
+        if not ok:
+            return None, None, 1.0, 0.0
+        return R, J, scale, ginv_max
 
     def newton(self, zeta, G0, maxit=NEWTON_MAXIT, tol=NEWTON_TOL, monotone=False):
         """Newton on the entries of ``G``; returns a ``NewtonState`` or ``None`` on failure.

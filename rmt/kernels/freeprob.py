@@ -310,3 +310,44 @@ def weighted_products(A, B, out):
             for i in range(a.shape[0]):
                 s += a[i] * b[i]
             out[q, u] = s
+
+
+@njit(cache=True)
+def mp_residual(EF, JF, G, zeta, inv_delta, ia, ib, R, J):
+    """Residual and Jacobian of (MP) from the moments (THEORY.md section 3), in one call.
+
+    ``R = vech(-zeta I + EF - G^{-1})`` and ``J = -JF / delta + (X -> G^{-1} X G^{-1})`` in
+    symmetric coordinates.  Returns ``(ok, scale, max |G^{-1}|)`` with
+    ``scale = 1 + |zeta| + max |G^{-1}| + max |EF|``; ``ok`` is False when ``G`` is singular or
+    ``EF`` is not finite (then ``R`` and ``J`` are not valid).
+    """
+    m = G.shape[0]
+    p = ia.shape[0]
+    M = np.empty((m, m), dtype=G.dtype)
+    Ginv = np.zeros((m, m), dtype=G.dtype)
+    for a in range(m):
+        Ginv[a, a] = 1.0
+        for b in range(m):
+            M[a, b] = G[a, b]
+    if not _solve_in_place(M, Ginv):
+        return False, 1.0, 0.0
+    ginv_max = 0.0
+    ef_max = 0.0
+    for a in range(m):
+        for b in range(m):
+            if not np.isfinite(EF[a, b]):
+                return False, 1.0, 0.0
+            ginv_max = max(ginv_max, abs(Ginv[a, b]))
+            ef_max = max(ef_max, abs(EF[a, b]))
+    for P in range(p):
+        a = ia[P]
+        b = ib[P]
+        R[P] = EF[a, b] - Ginv[a, b] - (zeta if a == b else 0.0)
+        for Q in range(p):
+            c = ia[Q]
+            d = ib[Q]
+            s = Ginv[a, c] * Ginv[d, b]
+            if c != d:
+                s += Ginv[a, d] * Ginv[c, b]
+            J[P, Q] = s - JF[P, Q] * inv_delta
+    return True, 1.0 + abs(zeta) + ginv_max + ef_max, ginv_max
