@@ -22,7 +22,7 @@ from rmt.kernels.freeprob import (
     spike_moments,
     weighted_products,
 )
-from rmt.kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
+from rmt.kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES, SPIKE_SUMS
 
 RTOL = 1e-12
 WIDTHS = [1, 2, 3, 4]
@@ -113,6 +113,25 @@ def test_spike_nodes_match_numpy(m, rng):
 
 
 @pytest.mark.parametrize("m", WIDTHS)
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_spike_sums_match_numpy(m, K, rng):
+    D, w, _, _, Dv = nodes(m, rng)
+    z = rng.standard_normal((D.shape[0], K))
+    qa, qb = np.triu_indices(K)
+    ZZ = np.ascontiguousarray((w[:, None] * z[:, qa] * z[:, qb]).T)
+    G = stieltjes_like(m, rng, float)
+    B = rng.standard_normal((m, m))
+    Gp = B + B.T
+    p = m * (m + 1) // 2
+    Y = np.empty((qa.size, 2 * p))
+    assert SPIKE_SUMS[(m, qa.size)](Dv, ZZ, G, Gp, 1 / 3, Y) == 0
+    F = np.linalg.solve(np.eye(m) + D @ G / 3, D)
+    ia, ib = np.triu_indices(m)
+    V = np.concatenate([F[:, ia, ib], (F @ Gp @ F)[:, ia, ib]], axis=1)
+    assert_close(Y, ZZ @ V)
+
+
+@pytest.mark.parametrize("m", WIDTHS)
 @pytest.mark.parametrize("scale", [0.05, 0.5, -0.5, 3.0])
 def test_pivots_match_generic_loop_and_numpy(m, scale, rng):
     D, _, ia, ib, Dv = nodes(m, rng)
@@ -164,17 +183,19 @@ def test_weighted_products_match_numpy(rng):
 
 
 @pytest.mark.parametrize("m", WIDTHS)
-def test_mp_system_spike_matrices_and_margins_match_generic(m, rng):
-    """``MPSystem`` on the unrolled kernels against the generic ``spike_moments``."""
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_mp_system_spike_matrices_and_margins_match_generic(m, K, rng):
+    """``MPSystem`` on the unrolled kernels (sums in the loop for ``K <= 3``, per-node values
+    and a product for ``K = 4``) against the generic ``spike_moments``."""
     D, w, _, _, _ = nodes(m, rng)
-    law = rmt.SpikeLaw(rng.standard_normal((D.shape[0], 3)), D, w, theta_dims=1)
+    law = rmt.SpikeLaw(rng.standard_normal((D.shape[0], K)), D, w, theta_dims=1)
     mp = MPSystem(law, 2.0)
     assert mp.unrolled
     G = stieltjes_like(m, rng, float)
     B = rng.standard_normal((m, m))
     Gp = B @ B.T
     ES, ESp = mp.spike_matrices(G, Gp)
-    Km = 3 * m
+    Km = K * m
     ref, ref_p = np.zeros((Km, Km)), np.zeros((Km, Km))
     spike_moments(mp.D, mp.w, mp.zhat, G, Gp, 0.5, ref, ref_p)
     assert_close(ES, 0.5 * (ref + ref.T))
@@ -219,3 +240,4 @@ def test_generated_module_is_up_to_date():
     committed = pathlib.Path(gen.__file__).with_name("freeprob_small.py")
     assert gen.formatted(gen.module_source(), committed) == committed.read_text()
     assert sorted(MOMENTS) == sorted(PIVOTS) == sorted(SPIKE_NODES) == list(gen.WIDTHS)
+    assert sorted(SPIKE_SUMS) == [(m, k) for m in gen.WIDTHS for k in gen.SPIKE_PAIRS]

@@ -21,7 +21,7 @@ from ..kernels.freeprob import (
     spike_moments,
     weighted_products,
 )
-from ..kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES
+from ..kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES, SPIKE_SUMS
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40
@@ -188,8 +188,8 @@ class MPSystem:
         return 0.5 * (ES + ES.T), 0.5 * (ESp + ESp.T)
 
     def _spike_matrices_unrolled(self, G, Gp):
-        """``spike_matrices`` from per-node ``vech F``, ``vech F G' F`` and one product with the
-        weighted ``zhat_q zhat_r`` (``q <= r``)."""
+        """``spike_matrices`` from the sums of ``vech F``, ``vech F G' F`` weighted by
+        ``w zhat_q zhat_r`` (``q <= r``): in the node loop for ``K <= 3``, else by a product."""
         if self._spike_layout is None:
             K, m = self.law.K, self.m
             qa, qb = np.triu_indices(K)
@@ -202,13 +202,18 @@ class MPSystem:
             self._spike_layout = (np.ascontiguousarray(zz.T), rows, cols)
         zzT, rows, cols = self._spike_layout
         p, N = self.Dv.shape
-        V = np.empty((2 * p, N))  # vech F_i, then vech F_i G' F_i
         G = np.ascontiguousarray(G, dtype=float)
         Gp = np.ascontiguousarray(Gp, dtype=float)
-        if SPIKE_NODES[self.m](self.Dv, G, Gp, 1.0 / self.delta, V[:p], V[p:]):
+        Y = np.empty((zzT.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
+        fused = SPIKE_SUMS.get((self.m, zzT.shape[0]))
+        if fused is not None:  # K <= 3: the sums in the node loop
+            bad = fused(self.Dv, zzT, G, Gp, 1.0 / self.delta, Y)
+        else:
+            V = np.empty((2 * p, N))  # vech F_i, then vech F_i G' F_i
+            bad = SPIKE_NODES[self.m](self.Dv, G, Gp, 1.0 / self.delta, V[:p], V[p:])
+            weighted_products(zzT, V, Y)
+        if bad:
             raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
-        Y = np.empty((zzT.shape[0], 2 * p))  # (pairs q <= r) x (2p)
-        weighted_products(zzT, V, Y)
         return Y[rows, cols], Y[rows, p + cols]
 
     def far(self, side=0):

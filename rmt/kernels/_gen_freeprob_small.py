@@ -6,6 +6,8 @@ Run ``python -m rmt.kernels._gen_freeprob_small`` after editing, and commit the 
 
 - ``moments_m{m}``: ``E[F]`` and the Jacobian moments ``E[(F E_Q F)_P]`` (as ``mp_moments``);
 - ``spike_nodes_m{m}``: ``vech F_i`` and ``vech(F_i G' F_i)`` per node (for ``spike_moments``);
+- ``spike_sums_m{m}_k{k}``: their sums weighted by ``k`` rows ``w_i zhat_iq zhat_ir``, in the loop
+  (for ``K <= 3``: no per-node stores, whose aliasing checks stop LLVM from vectorising);
 - ``pivot_m{m}``: per node, the smallest Cholesky pivot of ``I + s L^T D_i L`` (whose minimum
   over nodes is ``min_pd_pivot``).
 
@@ -28,6 +30,8 @@ import sys
 
 #: the widths with an unrolled kernel
 WIDTHS = (1, 2, 3, 4)
+#: numbers of weight rows ``zhat_q zhat_r`` (``q <= r``) with a fused spike kernel: K = 1, 2, 3
+SPIKE_PAIRS = (1, 3, 6)
 #: reassociation (vectorised sums) and contraction (FMA) only: no change to inf/NaN handling
 #: and the numpy error model (no ZeroDivisionError branch, which would stop vectorisation)
 DECORATOR = "@njit(cache=True, fastmath={'reassoc', 'contract'}, error_model='numpy')"
@@ -206,6 +210,42 @@ def spike_source(m):
     return "\n".join(out) + "\n"
 
 
+def spike_sums_source(m, n_pairs):
+    """``Y[k, u] = sum_i ZZ[k, i] vech(F_i)_u`` and ``Y[k, p + u]`` likewise for ``F_i G' F_i``,
+    summed in the loop (no per-node output: only loads, so the loop vectorises)."""
+    pairs = vech_pairs(m)
+    p = len(pairs)
+    out = [
+        DECORATOR,
+        f"def spike_sums_m{m}_k{n_pairs}(Dv, ZZ, G, Gp, inv_delta, Y):",
+        f'    """``m = {m}``, {n_pairs} weight rows ``ZZ[k, i]``: ``Y[k, u] = sum_i ZZ[k, i] vech(F_i)_u``',
+        "    and ``Y[k, p + u] = sum_i ZZ[k, i] vech(F_i Gp F_i)_u``; returns the number of singular",
+        '    nodes."""',
+        "    N = Dv.shape[1]",
+        *_load_lines(m, "    "),
+    ]
+    out += [f"    h{a}{b} = Gp[{a}, {b}]" for a, b in pairs]
+    out += [f"    s{k}_{u} = 0.0" for k in range(n_pairs) for u in range(2 * p)]
+    out += ["    bad = 0", "    for i in range(N):"]
+    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
+    for a in range(m):  # T = Gp F
+        for b in range(m):
+            terms = " + ".join(f"{_sym('h', a, c)} * {_sym('f', c, b)}" for c in range(m))
+            body.append(f"y{a}{b} = {terms}")
+    for u, (a, b) in enumerate(pairs):
+        terms = " + ".join(f"{_sym('f', a, c)} * y{c}{b}" for c in range(m))
+        body.append(f"q{u} = {terms}")
+    for k in range(n_pairs):
+        body.append(f"z{k} = ZZ[{k}, i]")
+        for u, (a, b) in enumerate(pairs):
+            body.append(f"s{k}_{u} += z{k} * f{a}{b}")
+            body.append(f"s{k}_{p + u} += z{k} * q{u}")
+    out += ["        " + s for s in body]
+    out += [f"    Y[{k}, {u}] = s{k}_{u}" for k in range(n_pairs) for u in range(2 * p)]
+    out.append("    return bad")
+    return "\n".join(out) + "\n"
+
+
 def pivot_source(m):
     """Cholesky of ``C = I + s L^T D L`` per node, unrolled: the smallest pivot of each node."""
     pairs = vech_pairs(m)
@@ -250,6 +290,8 @@ def module_source() -> str:
     for m in WIDTHS:
         for src in (moments_source(m), spike_source(m), pivot_source(m)):
             parts.append("\n" + src + "\n")
+        for n_pairs in SPIKE_PAIRS:
+            parts.append("\n" + spike_sums_source(m, n_pairs) + "\n")
     for name, doc in (
         ("MOMENTS", "``mp_moments`` by width"),
         ("SPIKE_NODES", "per-node ``F`` and ``F G' F`` by width"),
@@ -258,6 +300,8 @@ def module_source() -> str:
         kern = {"MOMENTS": "moments", "SPIKE_NODES": "spike_nodes", "PIVOTS": "pivot"}[name]
         table = ", ".join(f"{m}: {kern}_m{m}" for m in WIDTHS)
         parts.append(f"\n#: {doc}\n{name} = {{{table}}}\n")
+    table = ", ".join(f"({m}, {k}): spike_sums_m{m}_k{k}" for m in WIDTHS for k in SPIKE_PAIRS)
+    parts.append(f"\n#: spike sums by (width, number of weight rows)\nSPIKE_SUMS = {{{table}}}\n")
     return "".join(parts)
 
 
