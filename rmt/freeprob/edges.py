@@ -185,17 +185,18 @@ def _next_ratio(prev, pt, ratio):
     return min(halved, aim) if aim > 1.0 else halved
 
 
-def _bracket_ratio(pt, new, ratio):
+def _bracket_ratio(pt, h_past, ratio):
     """Step ratio after a step past the fold that was too long to bracket it safely.
 
-    ``h`` changes sign between ``pt`` and ``new``; its linear interpolant puts the fold at
-    ``r_f``.  Aim just short of it, so that the next step brackets the fold within
-    ``FOLD_BRACKET``, or across it when it is that close already."""
-    r_f = 1.0 + (ratio - 1.0) * pt.h / (pt.h - new.h)
+    ``h`` changes sign between ``pt`` and the point past the fold (ratio ``ratio``, value
+    ``h_past``); its linear interpolant puts the fold at ``r_f``.  Aim just short of it, so that
+    the next step brackets the fold within ``FOLD_BRACKET``, or across it when it is that close
+    already."""
+    r_f = 1.0 + (ratio - 1.0) * pt.h / (pt.h - h_past)
     margin = 0.4 * FOLD_BRACKET
     if r_f - 1.0 > FOLD_BRACKET:
         return r_f - margin
-    return min(r_f + margin, 1.0 + 0.9 * FOLD_BRACKET)  # short enough, rounding included
+    return min(r_f + margin, 1.0 + 0.9 * FOLD_BRACKET, ratio)  # short, rounding included
 
 
 def find_fold(mp: MPSystem, side, max_steps=400):
@@ -226,7 +227,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
             continue
         if new.h <= 0.0:
             if ratio - 1.0 > FOLD_BRACKET:  # bracket the fold by a short step: no branch jump
-                ratio, past = _bracket_ratio(pt, new, ratio), new
+                ratio, past = _bracket_ratio(pt, new.h, ratio), new
                 continue
             return _refine(mp, pt, new, side), "fold", steps, path
         prev, pt = pt, new
@@ -237,7 +238,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
             return pt, "boundary", steps, path
         ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
         if past is not None and past.tau / pt.tau > 1.0:  # no longer step than to the fold
-            ratio = min(ratio, _bracket_ratio(pt, past, past.tau / pt.tau))
+            ratio = min(ratio, _bracket_ratio(pt, past.h, past.tau / pt.tau))
     raise ConvergenceError(
         f"no fold of the real branch found on the {'left' if side < 0 else 'right'} after "
         f"{steps} continuation steps (last tau = {pt.tau:.6g}, zeta = {pt.zeta:.6g}, "
