@@ -306,7 +306,7 @@ def bench_distributed(args):
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",
             env={"NUMBA_NUM_THREADS": "1"},
         ) as cl,
         distributed.Client(cl) as client,

@@ -176,7 +176,7 @@ def connect(scheduler, n_workers=None):
             n_workers=n_workers or os.cpu_count() or 2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: None still binds 8787 for its HTTP server
             env={"NUMBA_NUM_THREADS": "1"},
         )
         with cluster, distributed.Client(cluster) as client:

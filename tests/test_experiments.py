@@ -89,7 +89,7 @@ def test_sweep_on_a_local_cluster_equals_the_serial_sweep(tmp_path):
     serial = rmt.run_sweep(cfg, progress=False)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
