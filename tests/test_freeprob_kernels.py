@@ -15,6 +15,7 @@ import rmt
 from rmt.freeprob import mp as mp_module
 from rmt.freeprob.mp import MPSystem
 from rmt.kernels import _gen_freeprob_small as gen
+from rmt.kernels._codegen import formatted
 from rmt.kernels.freeprob import (
     min_pd_pivot,
     mp_moments,
@@ -238,6 +239,6 @@ def test_generated_module_is_up_to_date():
     """``freeprob_small.py`` is what the generator writes now (formatted by ruff when available)."""
     pytest.importorskip("ruff")
     committed = pathlib.Path(gen.__file__).with_name("freeprob_small.py")
-    assert gen.formatted(gen.module_source(), committed) == committed.read_text()
+    assert formatted(gen.module_source(), committed) == committed.read_text()
     assert sorted(MOMENTS) == sorted(PIVOTS) == sorted(SPIKE_NODES) == list(gen.WIDTHS)
     assert sorted(SPIKE_SUMS) == [(m, k) for m in gen.WIDTHS for k in gen.SPIKE_PAIRS]

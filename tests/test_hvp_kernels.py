@@ -13,6 +13,7 @@ import pytest
 
 import rmt
 from rmt.kernels import _gen_hvp_small as gen
+from rmt.kernels._codegen import formatted
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
 from rmt.kernels.hvp_small import KERNELS
 
@@ -108,5 +109,5 @@ def test_generated_module_is_up_to_date():
     """``hvp_small.py`` is what the generator writes now (formatted by ruff when available)."""
     pytest.importorskip("ruff")
     committed = pathlib.Path(gen.__file__).with_name("hvp_small.py")
-    assert gen.formatted(gen.module_source(), committed) == committed.read_text()
+    assert formatted(gen.module_source(), committed) == committed.read_text()
     assert sorted(KERNELS) == sorted(gen.ROWS)

@@ -14,8 +14,8 @@ while the ``R`` rows are still in cache.  Leftover rows go through the same code
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
+
+from ._codegen import write_module
 
 #: rows per step for each specialised width ``m`` (R*m accumulators in the first loop)
 ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
@@ -114,21 +114,8 @@ def module_source() -> str:
     return "".join(parts)
 
 
-def formatted(source: str, path: pathlib.Path) -> str:
-    """``source`` formatted by ``ruff format`` with the settings that apply to ``path``."""
-    cmd = [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"]
-    return subprocess.run(cmd, input=source, capture_output=True, text=True, check=True).stdout
-
-
 def main():
-    path = pathlib.Path(__file__).with_name("hvp_small.py")
-    source = module_source()
-    try:  # keep the committed file in the project's format
-        source = formatted(source, path)
-    except (OSError, subprocess.CalledProcessError):
-        print("ruff is not available: the generated file is left unformatted")
-    path.write_text(source)
-    print(f"wrote {path}")
+    write_module(pathlib.Path(__file__).with_name("hvp_small.py"), module_source())
 
 
 if __name__ == "__main__":
