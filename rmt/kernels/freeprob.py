@@ -146,6 +146,16 @@ def _moments_m2(D, w, G, inv_delta, with_jac, EF, JF):
     return bad
 
 
+@njit(cache=True, inline="always")
+def _vech_pair(A, a, b, c, d):
+    """``(A E_cd A)[a, b]`` for the symmetric unit ``E_cd`` of the ``vech`` coordinates:
+    ``A[a, c] A[d, b] + A[a, d] A[c, b]``, the second term only off the diagonal (``c != d``)."""
+    v = A[a, c] * A[d, b]
+    if c != d:
+        v += A[a, d] * A[c, b]
+    return v
+
+
 @njit(cache=True)
 def mp_moments(D, w, G, inv_delta, ia, ib, with_jac, EF, JF):
     """Accumulate ``EF = E[F]`` and, if ``with_jac``, ``JF[p, q] = E[(F E_q F)[ia_p, ib_p]]``.
@@ -173,12 +183,7 @@ def mp_moments(D, w, G, inv_delta, ia, ib, with_jac, EF, JF):
                 a = ia[P]
                 b = ib[P]
                 for Q in range(p):
-                    c = ia[Q]
-                    d = ib[Q]
-                    v = F[a, c] * F[d, b]
-                    if c != d:
-                        v += F[a, d] * F[c, b]
-                    JF[P, Q] += wi * v
+                    JF[P, Q] += wi * _vech_pair(F, a, b, ia[Q], ib[Q])
     return bad
 
 
@@ -344,10 +349,5 @@ def mp_residual(EF, JF, G, zeta, inv_delta, ia, ib, R, J):
         b = ib[P]
         R[P] = EF[a, b] - Ginv[a, b] - (zeta if a == b else 0.0)
         for Q in range(p):
-            c = ia[Q]
-            d = ib[Q]
-            s = Ginv[a, c] * Ginv[d, b]
-            if c != d:
-                s += Ginv[a, d] * Ginv[c, b]
-            J[P, Q] = s - JF[P, Q] * inv_delta
+            J[P, Q] = _vech_pair(Ginv, a, b, ia[Q], ib[Q]) - JF[P, Q] * inv_delta
     return True, 1.0 + abs(zeta) + ginv_max + ef_max, ginv_max
