@@ -281,3 +281,21 @@ def test_bad_inputs_raise():
         rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1), np.array([[0.1]]), M=np.array([[1.0]]))
     with pytest.raises(ValueError, match="delta_range"):
         rmt.bbp_threshold(law, delta_range=(2.0, 1.0))
+
+
+def test_edge_stays_on_the_physical_branch_at_small_delta():
+    # softplus/Huber m = 2 at its population point, delta = 0.335: a long continuation step
+    # once landed on another real branch of (MP) whose fold lies 4e-5 away.  That gave a wrong
+    # G at the edge (off-diagonal of the wrong sign) and a left outlier (-0.738, overlap 0.75)
+    # that simulations do not show (their bottom eigenvector carries 0.02 of Theta*).
+    # Reference: G by continuation in Im zeta from far above (stieltjes at x + 1e-9 i), which
+    # shares no code path with the fold search; near a square-root edge G moves by O(sqrt(eps)).
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    spec = rmt.population_point(model, net)
+    law = rmt.SpikeLaw.from_network(model, net, spec.Q, spec.M)
+    edges = rmt.bulk_edges(law, 0.335)
+    for eps in (1e-4, 1e-6):
+        G = rmt.stieltjes(law, 0.335, complex(edges.lo - eps, 1e-9)).G
+        np.testing.assert_allclose(edges.G_lo, G.real, atol=30 * np.sqrt(eps))
+    assert len(rmt.outliers(law, 0.335, side="left", edges=edges)) == 0

@@ -172,6 +172,12 @@ PREDICTOR_TRUST = 0.25
 STEP_MAXIT = 10
 #: the fold is bracketed by a step of at most this relative length in tau
 FOLD_BRACKET = 0.02
+#: a step that keeps ``h > 0`` but divides it by more than ``1 / H_DROP`` is retried shorter.
+#: Near a fold ``h`` falls linearly with the distance to it, so on the same branch such a step
+#: lands within a few percent of the fold; a long step can instead land on another real branch
+#: whose fold is nearby (seen at delta = 0.335 for the softplus/Huber population point: the
+#: same edge, but a G whose off-diagonal had the wrong sign, and outliers that do not exist).
+H_DROP = 0.05
 
 
 def _next_ratio(prev, pt, ratio):
@@ -220,6 +226,8 @@ def find_fold(mp: MPSystem, side, max_steps=400):
         if tau_b is not None and abs(tau_new) >= abs(tau_b):
             tau_new = tau_b
         new = _advance(mp, pt, tau_new, side)
+        if new is not None and 0.0 < new.h < H_DROP * pt.h and ratio - 1.0 > FOLD_BRACKET:
+            new = None  # h fell too fast: a long step may have landed on another real branch
         if new is None:
             ratio = _next_ratio(prev, pt, ratio)
             if ratio - 1.0 < 1e-13:

@@ -77,11 +77,16 @@ class _Branch:
         return abs(np.sqrt(abs(zeta - self.edge)) - np.sqrt(abs(lam - self.edge)))
 
     def state(self, lam):
-        """``G(lam)`` by continuation from the nearest known point, on either side of ``lam``
-        (all lie outside the bulk)."""
+        """``G(lam)`` by continuation towards the edge from the nearest known point that lies
+        farther from it than ``lam``.  Never outwards: near the fold the unphysical real branch
+        is close by, and a step away from the edge can land on it (it then gives outliers that
+        do not exist, e.g. at delta = 0.335 for the softplus/Huber population point)."""
         if lam == self.edge:
             return None
-        start = min(self.points, key=lambda p: self._distance(p.zeta.real, lam))
+        far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
+        start = min(far, key=lambda p: self._distance(p.zeta.real, lam)) if far else None
+        if start is None:
+            start = real_branch_start(self.mp, self.side)
         st, _ = _continue_real(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
