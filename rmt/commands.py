@@ -100,7 +100,8 @@ def spectrum_panel(config: RunConfig, delta: float, seed: int, spec=None, law=No
         # narrow bumps, one per node, instead of the smooth density of the continuous law.
         eta = 2.0 * (x[1] - x[0])
         panel.update(
-            density=(x, bulk_density(law, delta, x, eta=eta).density, eta),
+            density=(x, bulk_density(law, delta, x, eta=eta).density),
+            eta=eta,
             edges=(th["edge_lo"], th["edge_hi"]),
             outliers=th["outliers"],
         )
@@ -120,8 +121,9 @@ def spectra_figure(panels, path, title=""):
             outliers=p.get("outliers"),
             sim_outliers=p["eigenvalues"][:2],
             title=rf"$\delta$ = {p['delta']:g}",
+            density_label="predicted density (η = 2 grid steps)",
         )
-    axes[0][0].legend(fontsize=6, loc="upper right")
+    axes[0][-1].legend(fontsize=6, loc="upper right")  # the last panel: no atom note there
     if title:
         fig.suptitle(title, fontsize=10)
     _atomic_png(fig, path)

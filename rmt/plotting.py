@@ -44,12 +44,12 @@ def plot_spectrum(
     sim_outliers=None,
     title=None,
     atom_tol=1e-9,
+    density_label="predicted density",
 ):
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
-    ``density`` is ``(x, rho)`` for the continuous part, or ``(x, rho, eta)`` when ``rho`` was
-    evaluated at ``x + i eta`` (a Cauchy smoothing of width ``eta``, named in the legend);
-    ``edges`` is ``(lo, hi)``;
+    ``density`` is ``(x, rho)`` for the continuous part, drawn with the legend label
+    ``density_label``; ``edges`` is ``(lo, hi)``;
     ``outliers`` are predicted values (red triangles) and ``sim_outliers`` empirical extreme
     eigenvalues (dark crosses).  Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the
     atom: they are left out of the histogram (which keeps the normalisation of the whole
@@ -77,10 +77,7 @@ def plot_spectrum(
             va="top",
         )
     if density is not None:
-        label = "predicted density"
-        if len(density) > 2:
-            label += f" (smoothed, η = {density[2]:.1g})"
-        ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label=label)
+        ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label=density_label)
     for e in edges if edges is not None else ():
         if np.isfinite(e):
             ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")

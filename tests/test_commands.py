@@ -65,7 +65,7 @@ def test_panel_density_next_to_the_atom_matches_a_monte_carlo_law():
     cfg = RunConfig(d=300, deltas=(1 / 3,), seeds=(0,))
     spec = prepare_point(cfg)
     panel = commands.spectrum_panel(cfg, 1 / 3, 0, spec, commands.population_law(cfg, spec))
-    x, rho, eta = panel["density"]
+    (x, rho), eta = panel["density"], panel["eta"]
     assert eta == pytest.approx(2 * (x[1] - x[0]))
     near = (np.abs(x) > 2 * eta) & (np.abs(x) < 0.06)
     assert near.sum() >= 10
