@@ -299,3 +299,18 @@ def test_edge_stays_on_the_physical_branch_at_small_delta():
         G = rmt.stieltjes(law, 0.335, complex(edges.lo - eps, 1e-9)).G
         np.testing.assert_allclose(edges.G_lo, G.real, atol=30 * np.sqrt(eps))
     assert len(rmt.outliers(law, 0.335, side="left", edges=edges)) == 0
+
+
+def test_edge_G_is_the_limit_of_the_stieltjes_transform_across_small_delta():
+    # the same check on a grid of delta where the bulk meets the atom at 0 (D singular on a
+    # set of positive mass for delta < 1): every fold must be that of the physical branch
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    spec = rmt.population_point(model, net)
+    law = rmt.SpikeLaw.from_network(model, net, spec.Q, spec.M)
+    for delta in [0.3346, 0.4, 0.48, 0.55, 0.689, 0.8, 0.988, 1.42]:
+        edges = rmt.bulk_edges(law, delta)
+        for edge, G_edge, out in ((edges.lo, edges.G_lo, -1), (edges.hi, edges.G_hi, 1)):
+            eps = 1e-6 * max(1.0, abs(edge))
+            G = rmt.stieltjes(law, delta, complex(edge + out * eps, 1e-10)).G
+            np.testing.assert_allclose(G_edge, G.real, atol=0.02 * (1 + np.abs(G_edge).max()))
