@@ -72,10 +72,6 @@ class _Branch:
         self.points = list(points) or [real_branch_start(mp, side)]
         self._S = {}
 
-    def _distance(self, zeta, lam):
-        """Distance along the branch in ``sqrt(zeta - edge)``, in which ``G`` is smooth."""
-        return abs(np.sqrt(abs(zeta - self.edge)) - np.sqrt(abs(lam - self.edge)))
-
     def state(self, lam):
         """``G(lam)`` by continuation towards the edge from the nearest known point that lies
         farther from it than ``lam``.  Never outwards: near the fold the unphysical real branch
@@ -84,9 +80,7 @@ class _Branch:
         if lam == self.edge:
             return None
         far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
-        start = min(far, key=lambda p: self._distance(p.zeta.real, lam)) if far else None
-        if start is None:
-            start = real_branch_start(self.mp, self.side)
+        start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
         st, _ = _continue_real(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
