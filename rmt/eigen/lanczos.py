@@ -132,20 +132,20 @@ def _orthonormalise_block(W, basis, threshold, rng):
     ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls back to
     :func:`_orthonormalise_columns`, which replaces deflated columns.
     """
-    if W.shape[1] == 1:  # one vector: the QR is a norm (two LAPACK calls saved per step)
-        r1 = float(np.linalg.norm(W))
-        if r1 <= threshold:
-            return _orthonormalise_columns(W, basis, threshold, rng)
-        Q1 = W / r1
-        Q1 -= basis @ (basis.T @ Q1)
-        r2 = float(np.linalg.norm(Q1))
-        return Q1 / r2, np.array([[r2 * r1]])
-    Q1, R1 = np.linalg.qr(W)
+    Q1, R1 = _thin_qr(W)
     if np.min(np.abs(np.diag(R1))) <= threshold:
         return _orthonormalise_columns(W, basis, threshold, rng)
     Q1 -= basis @ (basis.T @ Q1)
-    Qn, R2 = np.linalg.qr(Q1)
+    Qn, R2 = _thin_qr(Q1)
     return Qn, R2 @ R1
+
+
+def _thin_qr(W):
+    """Reduced QR of ``W``; for one column a norm (no LAPACK call, it runs every step)."""
+    if W.shape[1] == 1:
+        r = float(np.linalg.norm(W))
+        return (W / r if r > 0 else W), np.array([[r]])
+    return np.linalg.qr(W)
 
 
 def _orthonormalise_columns(W, basis, threshold, rng):
