@@ -283,17 +283,23 @@ def test_bad_inputs_raise():
         rmt.bbp_threshold(law, delta_range=(2.0, 1.0))
 
 
-def test_edge_stays_on_the_physical_branch_at_small_delta():
+@pytest.fixture(scope="module")
+def softplus_huber_law():
+    """The law at the softplus/Huber m = 2 population point of phase retrieval (the demo's)."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    spec = rmt.population_point(model, net)
+    return rmt.SpikeLaw.from_network(model, net, spec.Q, spec.M)
+
+
+def test_edge_stays_on_the_physical_branch_at_small_delta(softplus_huber_law):
     # softplus/Huber m = 2 at its population point, delta = 0.335: a long continuation step
     # once landed on another real branch of (MP) whose fold lies 4e-5 away.  That gave a wrong
     # G at the edge (off-diagonal of the wrong sign) and a left outlier (-0.738, overlap 0.75)
     # that simulations do not show (their bottom eigenvector carries 0.02 of Theta*).
     # Reference: G by continuation in Im zeta from far above (stieltjes at x + 1e-9 i), which
     # shares no code path with the fold search; near a square-root edge G moves by O(sqrt(eps)).
-    model = rmt.MultiIndexModel("phase_retrieval")
-    net = rmt.TwoLayerNet(2, "softplus", "huber")
-    spec = rmt.population_point(model, net)
-    law = rmt.SpikeLaw.from_network(model, net, spec.Q, spec.M)
+    law = softplus_huber_law
     edges = rmt.bulk_edges(law, 0.335)
     for eps in (1e-4, 1e-6):
         G = rmt.stieltjes(law, 0.335, complex(edges.lo - eps, 1e-9)).G
@@ -301,13 +307,12 @@ def test_edge_stays_on_the_physical_branch_at_small_delta():
     assert len(rmt.outliers(law, 0.335, side="left", edges=edges)) == 0
 
 
-def test_edge_G_is_the_limit_of_the_stieltjes_transform_across_small_delta():
+def test_edge_G_is_the_limit_of_the_stieltjes_transform_across_small_delta(
+    softplus_huber_law,
+):
     # the same check on a grid of delta where the bulk meets the atom at 0 (D singular on a
     # set of positive mass for delta < 1): every fold must be that of the physical branch
-    model = rmt.MultiIndexModel("phase_retrieval")
-    net = rmt.TwoLayerNet(2, "softplus", "huber")
-    spec = rmt.population_point(model, net)
-    law = rmt.SpikeLaw.from_network(model, net, spec.Q, spec.M)
+    law = softplus_huber_law
     for delta in [0.3346, 0.4, 0.48, 0.55, 0.689, 0.8, 0.988, 1.42]:
         edges = rmt.bulk_edges(law, delta)
         for edge, G_edge, out in ((edges.lo, edges.G_lo, -1), (edges.hi, edges.G_hi, 1)):
