@@ -121,8 +121,10 @@ class Hessian:
     def matmat(self, V) -> np.ndarray:
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``.
 
-        Dispatches on ``m``: unrolled kernels for ``m <= 4`` (``rmt.kernels.hvp_small``), the
-        generic ``rmt.kernels.hessian.hvp_fused`` otherwise; both take the whole block at once.
+        Dispatches on the block's ``b*m`` columns and on ``m``: explicit-SIMD kernels for 8, 16,
+        24 or 32 columns (``rmt.kernels.simd``), else unrolled kernels for ``m <= 4``
+        (``rmt.kernels.hvp_small``), else the generic ``rmt.kernels.hessian.hvp_fused``; all
+        take the whole block at once.
         """
         Vt = stack_block(self, V)
         return finish_product(self, fused_product(self.data.X, self.D, Vt, self.n_chunks), Vt)

@@ -14,6 +14,7 @@ from numba import njit, prange
 
 from .elementwise import activation, loss
 from .hvp_small import KERNELS as SMALL_M_KERNELS
+from .simd import simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -206,17 +207,22 @@ def stream_pass(X):
     return total
 
 
-def hvp_kernel(m: int):
-    """The fused kernel used for width ``m``: unrolled (``hvp_small``) for small ``m``, else generic.
+def hvp_kernel(m: int, columns: int | None = None):
+    """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
+    Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD kernels of ``simd.py``; the
+    others to the unrolled kernel of ``hvp_small`` for small ``m``, else the generic one.
     Every kernel has the signature and result of :func:`hvp_fused`.
     """
+    simd = simd_kernel(int(m if columns is None else columns))
+    if simd is not None:
+        return simd
     return SMALL_M_KERNELS.get(int(m), hvp_fused)
 
 
 def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
     """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
-    return hvp_kernel(D.shape[1])(X, D, Vt, n_chunks)
+    return hvp_kernel(D.shape[1], Vt.shape[0])(X, D, Vt, n_chunks)
 
 
 ROW_CHUNKS = 8

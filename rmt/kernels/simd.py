@@ -1,0 +1,329 @@
+"""Block Hessian products with explicit SIMD: ``<8 x double>`` micro-kernels in LLVM IR.
+
+The fused kernels of ``hessian.py``/``hvp_small.py`` leave the vectorisation to LLVM, which
+vectorises along ``d`` (one accumulator per row and column) and runs out of registers once a
+block has more than a few columns.  For blocks of ``C = b*m >= 8`` columns this module keeps
+the columns in the vector lanes instead, with the loop over ``d`` scalar:
+
+* ``dot_rows``: ``U[q] = sum_t X[i+q, t] * Vtt[t]`` for ``R`` rows, each ``Vtt[t]`` (``8 W``
+  columns, ``W`` vectors of 8 lanes) loaded once and broadcast-multiplied by ``R`` entries of
+  ``X``: ``R W`` accumulators in registers, no horizontal sums.
+* ``axpy_rows``: ``acc[t] += sum_q X[i+q, t] * Rr[q]``, the coefficients ``Rr[q]`` held in
+  registers, two partial sums per lane vector (shorter dependency chains), ``X`` read from
+  cache (``dot_rows`` just streamed the same rows).
+
+Both loops prefetch the next ``R`` rows (half each), so that memory keeps streaming while the
+cores compute: a block of 2 vectors of ``m = 4`` has twice the flops of one vector and is
+bound by arithmetic, not memory (benchmarks/RESULTS.md).  ``R`` and ``W`` are compile-time
+constants (literal arguments of the intrinsics; one compiled wrapper per ``W``), so every width
+gets its own unrolled code.  The scratch arrays start on 64-byte boundaries, so that a row of
+8 lanes is one cache line.  The row chunks are those of ``hvp_fused`` (fixed ``n_chunks``,
+summed in order), so results do not depend on the number of threads.  Works with any strides
+of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
+
+LANES = 8
+#: ``llvm.prefetch`` locality of the next rows: 1 and 2 measured alike, 3 (L1) 20% slower
+PREFETCH_LOCALITY = 2
+
+_F64 = ir.DoubleType()
+_I8P = ir.IntType(8).as_pointer()
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_VEC = ir.VectorType(_F64, LANES)
+
+
+def simd_kernel(columns: int):
+    """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
+
+    Only whole lane vectors: ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a
+    block of 3 or 5 vectors of ``m = 4`` is as fast in ``hvp_m4``), nor do fewer than 8
+    columns; above 32 the ``R W`` accumulators no longer fit in the 32 vector registers.
+    """
+    if columns % LANES:
+        return None
+    return KERNELS.get(columns // LANES)
+
+
+def _fma(builder):
+    fnty = ir.FunctionType(_VEC, [_VEC, _VEC, _VEC])
+    return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{LANES}f64")
+
+
+def _splat(builder, x):
+    vec = builder.insert_element(ir.Constant(_VEC, ir.Undefined), x, _I32(0))
+    mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+    return builder.shuffle_vector(vec, ir.Constant(_VEC, ir.Undefined), mask)
+
+
+def _at(builder, base, offset):
+    """Byte address ``base + offset`` (an ``i8*``)."""
+    if base.type != _I8P:
+        base = builder.bitcast(base, _I8P)
+    return builder.gep(base, [offset])
+
+
+def _load(builder, ptr, ty):
+    return builder.load(builder.bitcast(ptr, ty.as_pointer()), align=8)
+
+
+def _store(builder, value, ptr):
+    builder.store(value, builder.bitcast(ptr, value.type.as_pointer()), align=8)
+
+
+def _unpack(context, builder, ty, value):
+    """Data pointer, shape and strides (bytes) of a Numba array value."""
+    ary = context.make_array(ty)(context, builder, value)
+    shape = cgutils.unpack_tuple(builder, ary.shape, ty.ndim)
+    strides = cgutils.unpack_tuple(builder, ary.strides, ty.ndim)
+    return ary.data, shape, strides
+
+
+def _row_pointers(builder, data, stride, first, count):
+    return [
+        _at(builder, data, builder.mul(builder.add(first, _I64(q)), stride)) for q in range(count)
+    ]
+
+
+def _typing_ok(X, blocks, R, W):
+    """2-D float64 ``X``; C-contiguous float64 scratch ``blocks``; literal ``R, W >= 1``."""
+    arrays = [X, *blocks]
+    if not all(
+        isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays
+    ):
+        return False
+    if not all(a.layout == "C" for a in blocks):
+        return False
+    return all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W))
+
+
+def _loop(builder, d, name):
+    """Open ``for t in range(d)`` (``d > 0`` is checked): returns ``(t, preheader, body, exit)``."""
+    pre = builder.block
+    body = builder.append_basic_block(f"{name}.body")
+    done = builder.append_basic_block(f"{name}.done")
+    builder.cbranch(builder.icmp_signed(">", d, _I64(0)), body, done)
+    builder.position_at_end(body)
+    t = builder.phi(_I64)
+    t.add_incoming(_I64(0), pre)
+    return t, pre, body, done
+
+
+def _close(builder, t, d, body, done):
+    t1 = builder.add(t, _I64(1))
+    t.add_incoming(t1, builder.block)
+    builder.cbranch(builder.icmp_signed("<", t1, d), body, done)
+    builder.position_at_end(done)
+
+
+def _prefetcher(builder, xd, xst, d, nxt, nr, half):
+    """Emit-per-``t`` prefetch for half ``half`` (0: first, 1: second) of the bytes of rows
+    ``nxt .. nxt+nr-1``: a linear walk of ``nr * stride / (2 d)`` bytes per ``t``, so that the
+    dot loop and the update loop together fetch the next rows while they compute."""
+    pfty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
+    prefetch = cgutils.get_or_insert_function(builder.module, pfty, "llvm.prefetch.p0i8")
+    span = builder.mul(_I64(nr), xst[0])
+    halfspan = builder.sdiv(span, _I64(2))
+    base = _at(
+        builder, xd, builder.add(builder.mul(nxt, xst[0]), builder.mul(_I64(half), halfspan))
+    )
+    step = builder.sdiv(halfspan, builder.select(builder.icmp_signed(">", d, _I64(0)), d, _I64(1)))
+    lines = max(1, -(-4 * nr // 64))  # contiguous rows: 4 nr bytes per t
+
+    def emit(t):
+        addr = _at(builder, base, builder.mul(t, step))
+        for g in range(lines):
+            ptr = _at(builder, addr, _I64(64 * g))
+            builder.call(prefetch, [ptr, _I32(0), _I32(PREFETCH_LOCALITY), _I32(1)])
+
+    return emit
+
+
+@intrinsic
+def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
+    """``U[q, :8W] = sum_t X[i+q, t] * Vtt[t, :8W]`` for ``q < R`` (literal ``R``, ``W``);
+    prefetches the first half of rows ``nxt .. nxt+R-1``."""
+    if not _typing_ok(X, (Vtt, U), R, W):
+        return None
+    nr, nw = R.literal_value, W.literal_value
+    sig = types.void(X, i, Vtt, U, nxt, R, W)
+
+    def codegen(context, builder, signature, args):
+        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
+        vd, _, vst = _unpack(context, builder, signature.args[2], args[2])
+        ud, _, ust = _unpack(context, builder, signature.args[3], args[3])
+        d = xsh[1]
+        fma = _fma(builder)
+        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+        zero = ir.Constant(_VEC, [0.0] * LANES)
+        prefetch = _prefetcher(builder, xd, xst, d, args[4], nr, 0)
+        t, pre, body, done = _loop(builder, d, "dot")
+        accs = [[builder.phi(_VEC) for _ in range(nw)] for _ in range(nr)]
+        for row in accs:
+            for acc in row:
+                acc.add_incoming(zero, pre)
+        prefetch(t)
+        vrow = _at(builder, vd, builder.mul(t, vst[0]))
+        v = [_load(builder, _at(builder, vrow, _I64(8 * LANES * w)), _VEC) for w in range(nw)]
+        toff = builder.mul(t, xst[1])
+        new = []
+        for q in range(nr):
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
+            new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
+        for q in range(nr):
+            for w in range(nw):
+                accs[q][w].add_incoming(new[q][w], body)
+        _close(builder, t, d, body, done)
+        results = []
+        for q in range(nr):
+            for w in range(nw):
+                res = builder.phi(_VEC)
+                res.add_incoming(zero, pre)
+                res.add_incoming(new[q][w], body)
+                results.append((q, w, res))
+        for q, w, res in results:
+            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * LANES * w))
+            _store(builder, res, _at(builder, ud, off))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
+    """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``; prefetches the second
+    half of rows ``nxt .. nxt+R-1``."""
+    if not _typing_ok(X, (Rr, acc), R, W):
+        return None
+    nr, nw = R.literal_value, W.literal_value
+    sig = types.void(X, i, Rr, acc, nxt, R, W)
+
+    def codegen(context, builder, signature, args):
+        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
+        rd, _, rst = _unpack(context, builder, signature.args[2], args[2])
+        ad, _, ast = _unpack(context, builder, signature.args[3], args[3])
+        d = xsh[1]
+        fma = _fma(builder)
+        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+        coef = [
+            [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
+                                                        _I64(8 * LANES * w))), _VEC)
+             for w in range(nw)]
+            for q in range(nr)
+        ]  # fmt: skip
+        prefetch = _prefetcher(builder, xd, xst, d, args[4], nr, 1)
+        t, _, body, done = _loop(builder, d, "axpy")
+        prefetch(t)
+        arow = _at(builder, ad, builder.mul(t, ast[0]))
+        toff = builder.mul(t, xst[1])
+        part = [
+            [_load(builder, _at(builder, arow, _I64(8 * LANES * w)), _VEC), None] for w in range(nw)
+        ]
+        for q in range(nr):
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
+            for w in range(nw):
+                h = q % 2
+                if part[w][h] is None:
+                    part[w][h] = builder.fmul(s, coef[q][w])
+                else:
+                    part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
+        for w in range(nw):
+            total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
+            _store(builder, total, _at(builder, arow, _I64(8 * LANES * w)))
+        _close(builder, t, d, body, done)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _zeros64(size):
+    """``np.zeros(size)`` starting on a 64-byte boundary (Numba aligns to 32): every row of
+    8 doubles is then one cache line, never split across two."""
+    buf = np.zeros(size + LANES)
+    skip = ((64 - buf.ctypes.data % 64) % 64) // 8
+    return buf[skip : skip + size]
+
+
+@njit(cache=True, inline="always")
+def _contract(U, D, i, nr, m, C, Rr):
+    """``Rr[q, c*m + k] = sum_j U[q, c*m + j] D[i+q, j, k]`` for the ``C // m`` vectors."""
+    for q in range(nr):
+        Di = D[i + q]
+        for c0 in range(0, C, m):
+            for k in range(m):
+                s = 0.0
+                for j in range(m):
+                    s += U[q, c0 + j] * Di[j, k]
+                Rr[q, c0 + k] = s
+
+
+@njit(cache=True, inline="always")
+def _product(X, D, Vt, n_chunks, R, W):
+    """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
+    like ``hessian.hvp_fused``; ``R`` rows per step and ``W`` lane vectors (``8 W >= b*m``),
+    both compile-time constants (one wrapper per ``W`` below)."""
+    n, d = X.shape
+    m = D.shape[1]
+    C = Vt.shape[0]
+    Cp = LANES * W
+    Vtt = _zeros64(d * Cp).reshape((d, Cp))
+    Vtt[:, :C] = Vt.T
+    partial = _zeros64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        U = _zeros64(R * Cp).reshape((R, Cp))
+        Rr = _zeros64(R * Cp).reshape((R, Cp))
+        i = lo
+        while i + R <= hi:
+            nxt = i + R if i + 2 * R <= hi else i
+            dot_rows(X, i, Vtt, U, nxt, R, W)
+            _contract(U, D, i, R, m, C, Rr)
+            axpy_rows(X, i, Rr, acc, nxt, R, W)
+            i += R
+        while i < hi:
+            dot_rows(X, i, Vtt, U, i, 1, W)
+            _contract(U, D, i, 1, m, C, Rr)
+            axpy_rows(X, i, Rr, acc, i, 1, W)
+            i += 1
+    out = np.zeros((d, Cp))
+    for ch in range(n_chunks):
+        out += partial[ch]
+    return np.ascontiguousarray(out[:, :C].T)
+
+
+# One compiled kernel per lane-vector count W, with R W <= 24 accumulators (R = 16 rows for
+# W = 1: 16 rows of d = 4000 are 512 kB, half of this machine's L2 per core); each has the
+# signature ``(X, D, Vt, n_chunks)`` of ``hessian.hvp_fused``.
+@njit(cache=True, parallel=True)
+def simd_w1(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 16, 1)
+
+
+@njit(cache=True, parallel=True)
+def simd_w2(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 8, 2)
+
+
+@njit(cache=True, parallel=True)
+def simd_w3(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 8, 3)
+
+
+@njit(cache=True, parallel=True)
+def simd_w4(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 6, 4)
+
+
+KERNELS = {1: simd_w1, 2: simd_w2, 3: simd_w3, 4: simd_w4}

@@ -1,0 +1,83 @@
+"""Explicit-SIMD block products (``rmt/kernels/simd.py``) against the obvious numpy product.
+
+Every kernel (``W = 1..4`` lane vectors of 8 columns) for widths ``m`` whose blocks fill whole
+lane vectors, numbers of rows that leave remainders after the steps of 16, 8 and 6 rows,
+``d`` below and above one lane vector, strided and Fortran-ordered ``X``; results must not
+depend on the number of threads; and the dispatch sends exactly the blocks of 8, 16, 24 and
+32 columns to these kernels.
+"""
+
+import numba
+import numpy as np
+import pytest
+
+from rmt.kernels.hessian import hvp_fused, hvp_kernel
+from rmt.kernels.hvp_small import KERNELS as SMALL
+from rmt.kernels.simd import KERNELS, simd_kernel
+
+from .test_hvp_kernels import assert_close, numpy_product, random_problem
+
+#: (m, b) with b*m = 8, 16, 24, 32: one case per kernel and width
+CASES = [(1, 8), (2, 4), (4, 2), (8, 1), (4, 4), (2, 8), (3, 8), (6, 4), (4, 8), (8, 4)]
+N_ROWS = 16 * 6 + 13  # 109: remainders after 16, 8 and 6 rows per step
+
+
+@pytest.mark.parametrize("m, b", CASES)
+@pytest.mark.parametrize("n_chunks", [1, 3, 8])
+def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
+    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
+    kernel = simd_kernel(b * m)
+    assert kernel is KERNELS[b * m // 8]
+    assert_close(kernel(X, D, Vt, n_chunks), numpy_product(X, D, Vt))
+
+
+@pytest.mark.parametrize("n, d", [(1, 3), (2, 8), (5, 1), (40, 7), (33, 64)])
+def test_simd_kernels_small_shapes(n, d, rng):
+    """Fewer rows than chunks or than one step, ``d`` below, at and above one lane vector."""
+    for m, b in [(4, 2), (4, 4), (4, 8)]:
+        X, D, Vt = random_problem(m, b, rng, n=n, d=d)
+        assert_close(simd_kernel(b * m)(X, D, Vt, 4), numpy_product(X, D, Vt))
+
+
+def test_simd_kernels_no_rows(rng):
+    X, D, Vt = random_problem(4, 2, rng, n=0, d=11)
+    out = simd_kernel(8)(X, D, Vt, 8)
+    assert out.shape == Vt.shape and not out.any()
+
+
+@pytest.mark.parametrize("layout", ["strided", "fortran"])
+def test_simd_kernels_any_layout_of_x(layout, rng):
+    """The kernels read ``X`` through its strides (the prefetch walk only assumes rows)."""
+    X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
+    X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
+    for b in (2, 4):
+        Vt = rng.standard_normal((4 * b, X.shape[1]))
+        ref = numpy_product(np.ascontiguousarray(X), D, Vt)
+        assert_close(simd_kernel(4 * b)(X, D, Vt, 3), ref)
+
+
+def test_simd_kernels_do_not_depend_on_thread_count(rng):
+    """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
+    X, D, Vt = random_problem(4, 2, rng, n=N_ROWS, d=29)
+    kernel = simd_kernel(8)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = kernel(X, D, Vt, 8)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
+
+
+def test_dispatch_by_block_columns():
+    """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD; others keep their kernels."""
+    for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
+        assert simd_kernel(columns) is KERNELS[w]
+        m = 4 if columns % 4 == 0 else 2
+        assert hvp_kernel(m, columns) is KERNELS[w]
+    for columns in (1, 4, 7, 12, 20, 28, 40, 64):
+        assert simd_kernel(columns) is None
+    assert hvp_kernel(4, 12) is SMALL[4]  # 3 vectors of m = 4: padding would not pay
+    assert hvp_kernel(4) is SMALL[4]  # one vector
+    assert hvp_kernel(8, 40) is hvp_fused  # 5 vectors of m = 8: too wide for registers
+    assert hvp_kernel(8) is KERNELS[1]  # one vector of m = 8 fills one lane vector
