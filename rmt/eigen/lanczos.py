@@ -7,9 +7,12 @@ vectors in one product (for an ``rmt.Hessian``: one pass over ``X``, THEORY.md s
 The basis ``Q`` and the projected matrix ``S = Q^T A Q`` are kept explicitly, as in the
 Krylov-Schur method (Stewart, 2001): after a restart ``S`` is diagonal (the kept Ritz values)
 plus the coupling to the residual block, and the next steps fill it in.  Every new block is
-orthogonalised against the whole basis twice (classical Gram-Schmidt, "twice is enough"), so
-no ghost copies appear.  All eigenvalues sought are the *smallest* ones: callers negate the
-operator for the largest.
+orthogonalised against the whole basis by classical Gram-Schmidt, with a second pass whenever
+the first one cancelled much of a column (the criterion of Daniel, Gragg, Kaufman & Stewart,
+1976: "twice is enough"), so no ghost copies appear.  The raw products ``A Q`` are kept beside
+``Q``: the Ritz vectors' products ``A V = (A Q) Y`` then give true residuals without another
+product.  All eigenvalues sought are the *smallest* ones: callers negate the operator for the
+largest.
 """
 
 from __future__ import annotations
@@ -18,15 +21,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.lanczos import basis_coefficients, subtract_combination
+
 EPS = np.finfo(np.float64).eps
+#: a Gram-Schmidt pass is repeated when it leaves less than this fraction of a column's norm
+REORTH_ETA = 1.0 / np.sqrt(2.0)
 
 
 @dataclass(frozen=True)
 class KrylovOutcome:
-    """What the engine found: the wanted Ritz pairs, their estimated residuals, and status."""
+    """What the engine found: the wanted Ritz pairs (and ``products = A vectors``, from the
+    products already made), their estimated residuals, and status."""
 
     values: np.ndarray
     vectors: np.ndarray
+    products: np.ndarray
     residual_estimates: np.ndarray
     converged: np.ndarray
     norm_estimate: float
@@ -45,13 +54,14 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
     """
     N = op.shape[0]
     Q = np.zeros((N, ncv + block), order="F")  # columns contiguous: BLAS-3 on Q[:, :j]
+    AQ = np.zeros((N, ncv), order="F")  # AQ[:, :j] = A Q[:, :j]
     S = np.zeros((ncv, ncv))
     Q[:, :block] = _orthonormal_columns(rng.standard_normal((N, block)))
     j, anorm, restarts = 0, 0.0, 0
     while True:
-        j, R, anorm, exhausted = _lanczos_step(op, Q, S, j, block, anorm, rng)
+        j, R, anorm, exhausted = _lanczos_step(op, Q, AQ, S, j, block, anorm, rng)
         if j >= N or exhausted:
-            return _exhausted_outcome(Q, S, j, k, anorm, restarts)
+            return _exhausted_outcome(Q, AQ, S, j, k, anorm, restarts)
         if j < k and j + block <= ncv:
             continue
         theta, Y = np.linalg.eigh(S[:j, :j])
@@ -62,25 +72,25 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
         conv = res[want] <= tol * anorm
         last = j + block > ncv and restarts == max_restarts
         if (len(want) == k and np.all(conv)) or last:
-            vectors = Q[:, :j] @ Y[:, want]
-            return KrylovOutcome(theta[want], vectors, res[want], conv, anorm, restarts)
+            vectors, products = Q[:, :j] @ Y[:, want], AQ[:, :j] @ Y[:, want]
+            return KrylovOutcome(theta[want], vectors, products, res[want], conv, anorm, restarts)
         if j + block > ncv:
-            j = _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep)
+            j = _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep)
             restarts += 1
 
 
-def _exhausted_outcome(Q, S, j, k, anorm, restart):
+def _exhausted_outcome(Q, AQ, S, j, k, anorm, restart):
     """The basis spans an invariant subspace: Ritz pairs on its non-zero columns are exact."""
     live = np.flatnonzero(np.any(Q[:, :j], axis=0))
     theta, Y = np.linalg.eigh(S[np.ix_(live, live)])
     anorm = max(anorm, float(np.max(np.abs(theta))))
     want = np.argsort(theta, kind="stable")[:k]
-    vectors = Q[:, live] @ Y[:, want]
-    zeros = np.zeros(len(want))
-    return KrylovOutcome(theta[want], vectors, zeros, np.ones(len(want), bool), anorm, restart)
+    vectors, products = Q[:, live] @ Y[:, want], AQ[:, live] @ Y[:, want]
+    zeros, ok = np.zeros(len(want)), np.ones(len(want), bool)
+    return KrylovOutcome(theta[want], vectors, products, zeros, ok, anorm, restart)
 
 
-def _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep):
+def _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep):
     """Compress the basis to ``p`` Ritz vectors plus the residual block; return ``p``."""
     if keep is None:
         keep = (k + ncv) // 2
@@ -88,6 +98,7 @@ def _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep):
     p = max(p, 0)
     kept = order[:p]
     Q[:, :p] = Q[:, :j] @ Y[:, kept]
+    AQ[:, :p] = AQ[:, :j] @ Y[:, kept]
     Q[:, p : p + block] = Q[:, j : j + block]
     S[:] = 0.0
     S[np.arange(p), np.arange(p)] = theta[kept]
@@ -97,20 +108,17 @@ def _restart(Q, S, R, theta, Y, order, j, k, ncv, block, keep):
     return p
 
 
-def _lanczos_step(op, Q, S, j, block, anorm, rng):
-    """One block step: multiply ``Q[:, j:j+block]``, orthogonalise, fill ``S``.
+def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
+    """One block step: multiply ``Q[:, j:j+block]`` (kept in ``AQ``), orthogonalise, fill ``S``.
 
     Returns the new basis size ``j + block``, the coupling ``R`` (``block x block``) of the
     new residual block ``Q[:, j+block : j+2 block]`` to the last one, the norm estimate, and
     whether the space is exhausted (a zero column in the new block).
     """
-    W = op.matmat(Q[:, j : j + block])
+    W = np.asfortranarray(op.matmat(Q[:, j : j + block]))  # columns contiguous: fast norms
+    AQ[:, j : j + block] = W
     basis = Q[:, : j + block]
-    H = basis.T @ W
-    W -= basis @ H
-    H2 = basis.T @ W
-    W -= basis @ H2
-    H += H2
+    H, W, _ = _project_out(W, basis, max(0, j - block))
     diag = 0.5 * (H[j:] + H[j:].T)
     S[: j + block, j : j + block] = H
     S[j : j + block, :j] = H[:j].T
@@ -123,18 +131,49 @@ def _lanczos_step(op, Q, S, j, block, anorm, rng):
     return j + block, R, anorm, exhausted
 
 
+def _project_out(W, basis, local):
+    """``W - basis (basis^T W)`` by classical Gram-Schmidt, in place; returns the coefficients,
+    ``W`` and whether a second pass over the whole basis ran.
+
+    The columns from ``local`` on (the last two blocks, which carry the recurrence) are
+    projected out first, which is cheap; then one pass over the whole basis, and a second
+    only when that pass left some column with less than ``REORTH_ETA`` of its norm (DGKS):
+    then rounding in the first pass may have left components along ``basis`` at a level the
+    cancellation amplified; otherwise one pass already leaves ``W`` orthogonal to ``basis``
+    to working precision.
+    """
+    H = np.zeros((basis.shape[1], W.shape[1]))
+    near = basis[:, local:]
+    H[local:] = near.T @ W
+    W -= near @ H[local:]
+    twice = False
+    for _ in range(2):
+        before = np.linalg.norm(W, axis=0)
+        H2 = basis_coefficients(basis, W)
+        subtract_combination(basis, H2, W)
+        H += H2
+        if twice or np.all(np.linalg.norm(W, axis=0) >= REORTH_ETA * before):
+            break
+        twice = True
+    return H, W, twice
+
+
 def _orthonormalise_block(W, basis, threshold, rng):
     """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis``.
 
-    ``W`` arrives already orthogonalised twice against ``basis``.  The fast path is all BLAS-3:
-    a Householder QR of the block, one more projection against ``basis`` and a second QR
-    ("twice is enough" across the block boundary), ``R = R_2 R_1``.  When a diagonal entry of
-    ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls back to
-    :func:`_orthonormalise_columns`, which replaces deflated columns.
+    ``W`` arrives already orthogonalised against ``basis``.  The fast path is a Householder QR
+    of the block; when it divides a column down by more than ``1 / REORTH_ETA`` (the columns
+    of the block nearly dependent), ``Qn`` is projected against ``basis`` once more and
+    re-factored, ``R = R_2 R_1`` ("twice is enough" across the block boundary).  When a
+    diagonal entry of ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls
+    back to :func:`_orthonormalise_columns`, which replaces deflated columns.
     """
     Q1, R1 = _thin_qr(W)
-    if np.min(np.abs(np.diag(R1))) <= threshold:
+    diag = np.abs(np.diag(R1))
+    if np.min(diag) <= threshold:
         return _orthonormalise_columns(W, basis, threshold, rng)
+    if np.all(diag >= REORTH_ETA * np.linalg.norm(W, axis=0)):
+        return Q1, R1
     Q1 -= basis @ (basis.T @ Q1)
     Qn, R2 = _thin_qr(Q1)
     return Qn, R2 @ R1

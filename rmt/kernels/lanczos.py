@@ -38,3 +38,44 @@ def quadrature_cdf(nodes, weights, points):
         idx = np.searchsorted(sorted_nodes, points[p], side="right")
         out[p] = cumulative[idx - 1] if idx > 0 else 0.0
     return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def basis_coefficients(Q, W):
+    """``Q^T W`` for a Fortran-ordered basis ``Q`` (``N x j``) and a block ``W`` (``N x b``).
+
+    One column of ``Q`` per task, each dot product summed in a fixed order, so the result does
+    not depend on the number of threads.  The Lanczos basis is read from memory (every Hessian
+    product streams ``X`` through the caches), and on 2 threads this reads it faster than
+    single-threaded BLAS; multithreaded BLAS would leave spinning threads behind.
+    """
+    N, b = W.shape
+    j = Q.shape[1]
+    H = np.empty((j, b))
+    for c in prange(j):
+        for k in range(b):
+            s = 0.0
+            for r in range(N):
+                s += Q[r, c] * W[r, k]
+            H[c, k] = s
+    return H
+
+
+#: rows per task of :func:`subtract_combination` (a fixed split: thread-count independent)
+ROW_BLOCK = 1024
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def subtract_combination(Q, H, W):
+    """``W -= Q H`` in place (``Q`` Fortran-ordered ``N x j``, ``W`` ``N x b``), by fixed
+    blocks of rows."""
+    N, b = W.shape
+    j = Q.shape[1]
+    for blk in prange((N + ROW_BLOCK - 1) // ROW_BLOCK):
+        r0 = blk * ROW_BLOCK
+        r1 = min(N, r0 + ROW_BLOCK)
+        for k in range(b):
+            for c in range(j):
+                h = H[c, k]
+                for r in range(r0, r1):
+                    W[r, k] -= Q[r, c] * h

@@ -1,0 +1,79 @@
+"""Internals of our (block) Lanczos: Gram-Schmidt with the DGKS second pass, the Numba basis
+kernels, and residuals taken from the products already made (no extra pass)."""
+
+import numba
+import numpy as np
+import pytest
+
+import rmt
+from rmt.eigen.lanczos import REORTH_ETA, _project_out
+from rmt.kernels.lanczos import basis_coefficients, subtract_combination
+
+EPS = np.finfo(np.float64).eps
+
+
+def _basis(N, j, rng):
+    Q, _ = np.linalg.qr(rng.standard_normal((N, j)))
+    return np.asfortranarray(Q)
+
+
+@pytest.mark.parametrize("b", [1, 2, 3])
+def test_basis_kernels_match_blas_and_thread_count(b, rng):
+    Q = _basis(2500, 37, rng)  # 2500 rows: three row blocks, the last one partial
+    W = np.asfortranarray(rng.standard_normal((2500, b)))
+    H = basis_coefficients(Q, W)
+    np.testing.assert_allclose(H, Q.T @ W, rtol=0, atol=100 * EPS * np.sqrt(2500))
+    got = W.copy(order="F")
+    subtract_combination(Q, H, got)
+    np.testing.assert_allclose(got, W - Q @ H, rtol=0, atol=100 * EPS * np.abs(W).max())
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = basis_coefficients(Q, W)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(basis_coefficients(Q, W), one)
+
+
+def test_one_pass_when_little_cancels(rng):
+    """A block mostly outside the basis: one pass leaves it orthogonal to working precision."""
+    Q = _basis(3000, 20, rng)
+    W = np.asfortranarray(rng.standard_normal((3000, 2)))
+    H, out, twice = _project_out(W.copy(order="F"), Q, 16)
+    assert not twice
+    assert np.abs(Q.T @ out).max() <= 50 * EPS * np.linalg.norm(out, axis=0).min()
+    np.testing.assert_allclose(out + Q @ H, W, rtol=0, atol=1e3 * EPS * np.abs(W).max())
+
+
+def test_second_pass_when_a_column_nearly_cancels(rng):
+    """A block almost in the span of the basis: one pass would leave components along it far
+    above working precision relative to what remains; the DGKS test must run a second pass."""
+    Q = _basis(3000, 20, rng)
+    inside = Q @ rng.standard_normal((20, 2))
+    W = inside + 1e-9 * rng.standard_normal((3000, 2))
+    one = W - Q @ (Q.T @ W)  # what a single pass leaves
+    rest = np.linalg.norm(one, axis=0)
+    assert np.abs(Q.T @ one).max() > 1e3 * EPS * rest.min()  # the case needs the second pass
+    assert np.all(rest < REORTH_ETA * np.linalg.norm(W, axis=0))
+    H, out, twice = _project_out(np.asfortranarray(W), Q, 18)
+    assert twice
+    assert np.abs(Q.T @ out).max() <= 50 * EPS * np.linalg.norm(out, axis=0).min()
+    np.testing.assert_allclose(Q @ H, W - out, rtol=0, atol=1e3 * EPS * np.abs(W).max())
+
+
+@pytest.mark.parametrize("method", ["lanczos", "block_lanczos"])
+def test_residuals_from_kept_products_are_true_residuals(method, rng):
+    """Our methods take ``A V`` from the products of their basis: the residuals they report
+    must equal ``||A v - lambda v||`` recomputed with the dense matrix, without an extra pass."""
+    data = rmt.MultiIndexModel("phase_retrieval").sample(600, 150, rng=5)
+    W = np.random.default_rng(6).standard_normal((150, 4)) / np.sqrt(150)
+    H = rmt.Hessian(rmt.TwoLayerNet(4, "tanh", "square"), data, W)
+    dense = H.to_dense()
+    anorm = np.abs(np.linalg.eigvalsh(dense)).max()
+    for which in ("smallest", "largest"):
+        res = rmt.extreme_eigs(H, k=4, which=which, method=method, tol=1e-10, rng=2)
+        true = np.linalg.norm(dense @ res.vectors - res.vectors * res.values, axis=0)
+        np.testing.assert_allclose(res.residuals, true, rtol=0, atol=1e3 * EPS * anorm)
+        # passes: one per step of the engine, none for the check (ARPACK pays one)
+        b = 1 if method == "lanczos" else 2
+        assert res.n_matvec == b * res.n_passes
