@@ -202,6 +202,26 @@ def test_linear_operator_input_counts_products(rng):
     assert len(calls) == result.n_matvec + 2  # +2: the symmetry check
 
 
+@pytest.mark.parametrize("method", ["lanczos", "block_lanczos", "arpack", "lobpcg"])
+def test_iterative_methods_run_blas_on_one_thread(method, rng):
+    """Every product of an iterative method (and the final check) runs with BLAS on one
+    thread: OpenBLAS threads left spinning after a call slow the Numba product that follows."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    A, _ = _with_spectrum(np.linspace(-3.0, 3.0, 120), rng)
+    threads = []
+
+    def mv(v):
+        info = threadpoolctl.threadpool_info()
+        threads.append(max((p["num_threads"] for p in info if p["user_api"] == "blas"), default=1))
+        return A @ v
+
+    op = LinearOperator(A.shape, matvec=mv, dtype=np.float64)
+    result = rmt.extreme_eigs(op, k=2, method=method, tol=1e-8, rng=4)
+    np.testing.assert_allclose(result.values, [-3.0, -3.0 + 6.0 / 119], rtol=1e-8)
+    assert len(threads) == result.n_matvec + 2  # +2: the symmetry check, outside the solver
+    assert max(threads[2:]) == 1
+
+
 # ---- errors and honest convergence status ----------------------------------------------------
 
 

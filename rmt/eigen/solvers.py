@@ -82,9 +82,11 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
         raise ValueError(f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}")
     _check_options(method, options)
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
-    values, vectors, norm_est, *products = _SOLVERS[method](op, int(k), tol, rng, **options)
-    products = products[0] if products else None
-    return _verify(op, values, vectors, norm_est, tol, method, start, int(k), products)
+    blas = contextlib.nullcontext() if method in ("dense", "primme") else _single_threaded_blas()
+    with blas:
+        values, vectors, norm_est, *products = _SOLVERS[method](op, int(k), tol, rng, **options)
+        products = products[0] if products else None
+        return _verify(op, values, vectors, norm_est, tol, method, start, int(k), products)
 
 
 def _check_options(method, options):
@@ -165,16 +167,19 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
     ncv = _default_ncv(k, block, N) if ncv is None else int(ncv)
     if ncv < min(N, k + 2 * block):
         raise ValueError(f"ncv must be >= k + 2*block = {k + 2 * block}; got {ncv}")
-    with _single_threaded_blas():
-        out = thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=keep)
+    out = thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=keep)
     c = out.converged
     return out.values[c], out.vectors[:, c], out.norm_estimate, out.products[:, c]
 
 
 def _single_threaded_blas():
-    """BLAS on one thread for our Lanczos: its dense work is small (``eigh`` of ``ncv x ncv``,
-    thin products with the basis), where threading costs 30x (1.5 ms against 48 ms for a
-    64 x 64 ``eigh`` on the loaded 2-core machine).  A no-op without threadpoolctl."""
+    """BLAS on one thread for the iterative methods (PRIMME sets its own, dense keeps all).
+
+    Their dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis),
+    where threading costs 30x (1.5 ms against 48 ms for a 64 x 64 ``eigh`` on the loaded
+    2-core machine).  And OpenBLAS threads spin for a while after each call, slowing the
+    Numba product that follows: ARPACK's final ``dseupd`` made the residual product 1.5x
+    slower (86-89 against 58-59 ms at ``m*d = 16000``).  A no-op without threadpoolctl."""
     global _BLAS_CONTROLLER
     try:
         from threadpoolctl import ThreadpoolController
