@@ -5,7 +5,9 @@ Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
 * one product ``H v`` at ``n=16000, d=4000, m=4`` through ``Hessian.matvec`` (unrolled kernel),
   through the generic kernel, through the obvious numpy product (``X @ V``, a per-row einsum
   with ``D``, ``X.T @ R``) and through numpy's transposed products (``(V.T@X.T).T``, ``(R.T@X).T``);
-* a block of 8 vectors in one call, against 8 single products;
+* a block of 8 vectors in one call, against 8 single products; blocks of 2 and 8 through the
+  dispatch (explicit-SIMD kernels, ``rmt/kernels/simd.py``) and through the unrolled kernel
+  that served them before, in the same run (a block of 2 is the step of block Lanczos);
 * a square DGEMM timed in the same run, the compute ceiling: the block's flop rate and the rate
   that the block goal (at most 3 single products) would need, as fractions of it;
 * every time as a multiple of one pass over ``X``, both the nominal 30 GB/s of PERFORMANCE.md and
@@ -31,6 +33,7 @@ from _util import fmt_ms, measure, set_threads, wait_for_quiet
 
 import rmt
 from rmt.kernels.hessian import hvp_fused, hvp_kernel, stream_pass
+from rmt.kernels.hvp_small import KERNELS as UNROLLED
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
 GEMM_N = 2000  # a square DGEMM of this size, timed in the run: the machine's compute ceiling
@@ -83,7 +86,10 @@ def contenders(H, b, rng):
     Vdm = np.ascontiguousarray(v.reshape(m, d).T)
     Vt1 = np.ascontiguousarray(v.reshape(m, d))
     Vtb = np.ascontiguousarray(Vb.T).reshape(b * m, d)
+    V2 = rng.standard_normal((m * d, 2))
+    Vt2 = np.ascontiguousarray(V2.T).reshape(2 * m, d)
     nc = H.n_chunks
+    unrolled = UNROLLED.get(m, hvp_fused)
     G = rng.standard_normal((GEMM_N, GEMM_N))
     funcs = {
         "numpy obvious, 1 vector": lambda: numpy_obvious(X, D, Vdm),
@@ -92,7 +98,10 @@ def contenders(H, b, rng):
         "rmt Hessian.matvec, 1 vector": lambda: H.matvec(v),
         "generic kernel, 1 vector": lambda: hvp_fused(X, D, Vt1, nc),
         f"rmt Hessian.matmat, block {b}": lambda: H.matmat(Vb),
+        f"unrolled kernel, block {b}": lambda: unrolled(X, D, Vtb, nc),
         f"generic kernel, block {b}": lambda: hvp_fused(X, D, Vtb, nc),
+        "rmt Hessian.matmat, block 2": lambda: H.matmat(V2),
+        "unrolled kernel, block 2": lambda: unrolled(X, D, Vt2, nc),
         GEMM_NAME: lambda: G @ G,
     }
     ref = numpy_obvious(X, D, Vdm).T.ravel() / H.n + H.weight_decay * v
@@ -123,8 +132,13 @@ def main_timings(H, args, rng):
         )
     single = t["rmt Hessian.matvec, 1 vector"]
     block = t[f"rmt Hessian.matmat, block {args.block}"]
+    block2 = t["rmt Hessian.matmat, block 2"]
     print(f"\nsingle product / numpy obvious: {single / base:.3f}  (goal <= 0.3)")
     print(f"block {args.block} / single product: {block / single:.2f}  (goal <= 3)")
+    print(
+        f"block 2 / single product: {block2 / single:.2f} with {hvp_kernel(H.m, 2 * H.m).__name__}"
+        f", {t['unrolled kernel, block 2'] / single:.2f} with the unrolled kernel"
+    )
     print(f"single product / one-pass bound: {single / nominal:.2f}  (goal <= 2)")
     # every product does 4 n d m flops per vector (x^T V, then x r^T); the block goal asks
     # for b vectors in at most 3 single products
@@ -144,6 +158,7 @@ def main_timings(H, args, rng):
         "rel_err": err,
         "single_over_numpy": single / base,
         "block_over_single": block / single,
+        "block2_over_single": block2 / single,
         "gemm_gflops": gemm_rate / 1e9,
         "block_gflops": flops / block / 1e9,
         "block_goal_needs_gflops": need / 1e9,
@@ -197,8 +212,10 @@ rng = np.random.default_rng(0)
 m = {m}
 X = rng.standard_normal((64, 32)); D = rng.standard_normal((64, m, m)); Vt = rng.standard_normal((m, 32))
 out = {{"import": t_import}}
-for name, k in (("unrolled", hvp_kernel(m)), ("generic", hvp_fused)):
-    t0 = time.perf_counter(); k(X, D, Vt, 2); t1 = time.perf_counter(); k(X, D, Vt, 2)
+Vt2 = rng.standard_normal((2 * m, 32))
+for name, k, V in (("unrolled", hvp_kernel(m), Vt), ("generic", hvp_fused, Vt),
+                   ("simd block 2", hvp_kernel(m, 2 * m), Vt2)):
+    t0 = time.perf_counter(); k(X, D, V, 2); t1 = time.perf_counter(); k(X, D, V, 2)
     out[name] = [t1 - t0, time.perf_counter() - t1]
 print(json.dumps(out))
 """
@@ -223,7 +240,8 @@ def compile_times(m, threads):
     print(f"\ncompile time, m={m}, fresh processes (first call / later call, tiny problem):")
     for label, r in results.items():
         parts = ", ".join(
-            f"{k} {r[k][0]:.2f} s / {1e3 * r[k][1]:.2f} ms" for k in ("unrolled", "generic")
+            f"{k} {r[k][0]:.2f} s / {1e3 * r[k][1]:.2f} ms"
+            for k in ("unrolled", "generic", "simd block 2")
         )
         print(f"  {label:13s}: {parts}; import {1e3 * r['import']:.0f} ms")
     return results
