@@ -77,3 +77,17 @@ def test_residuals_from_kept_products_are_true_residuals(method, rng):
         # passes: one per step of the engine, none for the check (ARPACK pays one)
         b = 1 if method == "lanczos" else 2
         assert res.n_matvec == b * res.n_passes
+
+
+def test_without_kept_products_the_check_costs_one_product(monkeypatch, rng):
+    """Above ``PRODUCTS_BUDGET`` the engine keeps no ``A Q``: same pairs, one more pass."""
+    import rmt.eigen.lanczos as engine
+
+    A = np.diag(np.linspace(-2.0, 2.0, 300))
+    kept = rmt.extreme_eigs(A, k=3, method="block_lanczos", tol=1e-10, rng=1)
+    monkeypatch.setattr(engine, "PRODUCTS_BUDGET", 0)
+    paid = rmt.extreme_eigs(A, k=3, method="block_lanczos", tol=1e-10, rng=1)
+    np.testing.assert_array_equal(paid.values, kept.values)
+    assert paid.n_passes == kept.n_passes + 1 and paid.n_matvec == kept.n_matvec + 3
+    true = np.linalg.norm(A @ paid.vectors - paid.vectors * paid.values, axis=0)
+    np.testing.assert_allclose(paid.residuals, true, rtol=0, atol=1e3 * EPS * 2.0)

@@ -26,12 +26,16 @@ from ..kernels.lanczos import basis_coefficients, subtract_combination
 EPS = np.finfo(np.float64).eps
 #: a Gram-Schmidt pass is repeated when it leaves less than this fraction of a column's norm
 REORTH_ETA = 1.0 / np.sqrt(2.0)
+#: the products ``A Q`` are kept when they take at most this many bytes (beyond, the caller
+#: pays one product for the residuals instead of doubling the memory of a huge basis)
+PRODUCTS_BUDGET = 2**30
 
 
 @dataclass(frozen=True)
 class KrylovOutcome:
     """What the engine found: the wanted Ritz pairs (and ``products = A vectors``, from the
-    products already made), their estimated residuals, and status."""
+    products already made; ``None`` when ``A Q`` was not kept), their estimated residuals, and
+    status."""
 
     values: np.ndarray
     vectors: np.ndarray
@@ -54,7 +58,8 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
     """
     N = op.shape[0]
     Q = np.zeros((N, ncv + block), order="F")  # columns contiguous: BLAS-3 on Q[:, :j]
-    AQ = np.zeros((N, ncv), order="F")  # AQ[:, :j] = A Q[:, :j]
+    keep_products = N * ncv * 8 <= PRODUCTS_BUDGET
+    AQ = np.zeros((N, ncv), order="F") if keep_products else None  # AQ[:, :j] = A Q[:, :j]
     S = np.zeros((ncv, ncv))
     Q[:, :block] = _orthonormal_columns(rng.standard_normal((N, block)))
     j, anorm, restarts = 0, 0.0, 0
@@ -72,7 +77,7 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
         conv = res[want] <= tol * anorm
         last = j + block > ncv and restarts == max_restarts
         if (len(want) == k and np.all(conv)) or last:
-            vectors, products = Q[:, :j] @ Y[:, want], AQ[:, :j] @ Y[:, want]
+            vectors, products = Q[:, :j] @ Y[:, want], _combine(AQ, slice(0, j), Y[:, want])
             return KrylovOutcome(theta[want], vectors, products, res[want], conv, anorm, restarts)
         if j + block > ncv:
             j = _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep)
@@ -85,9 +90,14 @@ def _exhausted_outcome(Q, AQ, S, j, k, anorm, restart):
     theta, Y = np.linalg.eigh(S[np.ix_(live, live)])
     anorm = max(anorm, float(np.max(np.abs(theta))))
     want = np.argsort(theta, kind="stable")[:k]
-    vectors, products = Q[:, live] @ Y[:, want], AQ[:, live] @ Y[:, want]
+    vectors, products = Q[:, live] @ Y[:, want], _combine(AQ, live, Y[:, want])
     zeros, ok = np.zeros(len(want)), np.ones(len(want), bool)
     return KrylovOutcome(theta[want], vectors, products, zeros, ok, anorm, restart)
+
+
+def _combine(AQ, columns, Y):
+    """``AQ[:, columns] @ Y``, or ``None`` when the products were not kept."""
+    return None if AQ is None else AQ[:, columns] @ Y
 
 
 def _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep):
@@ -98,7 +108,8 @@ def _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep):
     p = max(p, 0)
     kept = order[:p]
     Q[:, :p] = Q[:, :j] @ Y[:, kept]
-    AQ[:, :p] = AQ[:, :j] @ Y[:, kept]
+    if AQ is not None:
+        AQ[:, :p] = AQ[:, :j] @ Y[:, kept]
     Q[:, p : p + block] = Q[:, j : j + block]
     S[:] = 0.0
     S[np.arange(p), np.arange(p)] = theta[kept]
@@ -116,7 +127,8 @@ def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
     whether the space is exhausted (a zero column in the new block).
     """
     W = np.asfortranarray(op.matmat(Q[:, j : j + block]))  # columns contiguous: fast norms
-    AQ[:, j : j + block] = W
+    if AQ is not None:
+        AQ[:, j : j + block] = W
     basis = Q[:, : j + block]
     H, W, _ = _project_out(W, basis, max(0, j - block))
     diag = 0.5 * (H[j:] + H[j:].T)

@@ -169,7 +169,8 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
         raise ValueError(f"ncv must be >= k + 2*block = {k + 2 * block}; got {ncv}")
     out = thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=keep)
     c = out.converged
-    return out.values[c], out.vectors[:, c], out.norm_estimate, out.products[:, c]
+    products = None if out.products is None else out.products[:, c]
+    return out.values[c], out.vectors[:, c], out.norm_estimate, products
 
 
 def _single_threaded_blas():
