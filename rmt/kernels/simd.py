@@ -244,11 +244,15 @@ def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
     return sig, codegen
 
 
+#: rows of ``d`` per task when the block is transposed in and the chunks are summed out
+REDUCE_ROWS = 512
+
+
 @njit(cache=True, inline="always")
-def _zeros64(size):
-    """``np.zeros(size)`` starting on a 64-byte boundary (Numba aligns to 32): every row of
+def _empty64(size):
+    """``np.empty(size)`` starting on a 64-byte boundary (Numba aligns to 32): every row of
     8 doubles is then one cache line, never split across two."""
-    buf = np.zeros(size + LANES)
+    buf = np.empty(size + LANES)
     skip = ((64 - buf.ctypes.data % 64) % 64) // 8
     return buf[skip : skip + size]
 
@@ -275,16 +279,22 @@ def _product(X, D, Vt, n_chunks, R, W):
     m = D.shape[1]
     C = Vt.shape[0]
     Cp = LANES * W
-    Vtt = _zeros64(d * Cp).reshape((d, Cp))
-    Vtt[:, :C] = Vt.T
-    partial = _zeros64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
+    Vtt = _empty64(d * Cp).reshape((d, Cp))
+    blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
+    for blk in prange(blocks):
+        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
+            for c in range(Cp):
+                Vtt[t, c] = Vt[c, t] if c < C else 0.0
+    partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
     chunk = (n + n_chunks - 1) // n_chunks
     for ch in prange(n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         acc = partial[ch]
-        U = _zeros64(R * Cp).reshape((R, Cp))
-        Rr = _zeros64(R * Cp).reshape((R, Cp))
+        acc[:] = 0.0
+        U = _empty64(R * Cp).reshape((R, Cp))
+        Rr = _empty64(R * Cp).reshape((R, Cp))
+        Rr[:] = 0.0
         i = lo
         while i + R <= hi:
             nxt = i + R if i + 2 * R <= hi else i
@@ -297,10 +307,15 @@ def _product(X, D, Vt, n_chunks, R, W):
             _contract(U, D, i, 1, m, C, Rr)
             axpy_rows(X, i, Rr, acc, i, 1, W)
             i += 1
-    out = np.zeros((d, Cp))
-    for ch in range(n_chunks):
-        out += partial[ch]
-    return np.ascontiguousarray(out[:, :C].T)
+    out = np.empty((C, d))
+    for blk in prange(blocks):  # chunks summed in a fixed order, written transposed
+        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
+            for c in range(C):
+                s = 0.0
+                for ch in range(n_chunks):
+                    s += partial[ch, t, c]
+                out[c, t] = s
+    return out
 
 
 # One compiled kernel per lane-vector count W, with R W <= 24 accumulators (R = 16 rows for
