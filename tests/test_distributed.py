@@ -129,6 +129,9 @@ def test_killed_worker_loses_and_duplicates_nothing(client, tmp_path):
     assert results == [seeded_task(seed, 60) for seed in range(16)]
     assert sorted(t for t, _ in seen) == sorted(tasks)  # on_result exactly once per task
     assert len(seen) == len(tasks)
+    # the nanny restarts the killed worker; later tests must not race its registration (a
+    # client connecting meanwhile tripped an assertion inside distributed once in CI-like runs)
+    client.wait_for_workers(2, timeout=120)
 
 
 def test_failures_reported_after_the_rest_finish(client):
@@ -150,5 +153,6 @@ def test_no_tasks_starts_nothing():
 
 
 def test_address_string_connects(client):
+    client.wait_for_workers(2, timeout=120)
     address = client.scheduler.address
     assert run_tasks(seeded_task, [(3, 10)], address) == [seeded_task(3, 10)]
