@@ -147,22 +147,38 @@ def _prefetcher(builder, xd, xst, d, nxt, nr, half):
     return emit
 
 
+def _signature(X, i, A, B, nxt, R, W):
+    """Typing shared by the two intrinsics ``f(X, i, A, B, nxt, R, W)``: ``(sig, R, W)``, or
+    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
+    2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
+    if not _typing_ok(X, (A, B), R, W):
+        return None
+    return types.void(X, i, A, B, nxt, R, W), R.literal_value, W.literal_value
+
+
+def _prologue(context, builder, signature, args, nr):
+    """Unpacked ``X`` (data, shape, strides), ``A`` and ``B`` (data, strides), ``d``, the
+    ``fma`` intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
+    xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
+    ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
+    bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
+    rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+    return xd, xsh, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
+
+
 @intrinsic
 def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
     """``U[q, :8W] = sum_t X[i+q, t] * Vtt[t, :8W]`` for ``q < R`` (literal ``R``, ``W``);
     prefetches the first half of rows ``nxt .. nxt+R-1``."""
-    if not _typing_ok(X, (Vtt, U), R, W):
+    typed = _signature(X, i, Vtt, U, nxt, R, W)
+    if typed is None:
         return None
-    nr, nw = R.literal_value, W.literal_value
-    sig = types.void(X, i, Vtt, U, nxt, R, W)
+    sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
-        vd, _, vst = _unpack(context, builder, signature.args[2], args[2])
-        ud, _, ust = _unpack(context, builder, signature.args[3], args[3])
-        d = xsh[1]
-        fma = _fma(builder)
-        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+        xd, _, xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
+            context, builder, signature, args, nr
+        )
         zero = ir.Constant(_VEC, [0.0] * LANES)
         prefetch = _prefetcher(builder, xd, xst, d, args[4], nr, 0)
         t, pre, body, done = _loop(builder, d, "dot")
@@ -201,18 +217,15 @@ def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
 def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
     """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``; prefetches the second
     half of rows ``nxt .. nxt+R-1``."""
-    if not _typing_ok(X, (Rr, acc), R, W):
+    typed = _signature(X, i, Rr, acc, nxt, R, W)
+    if typed is None:
         return None
-    nr, nw = R.literal_value, W.literal_value
-    sig = types.void(X, i, Rr, acc, nxt, R, W)
+    sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
-        rd, _, rst = _unpack(context, builder, signature.args[2], args[2])
-        ad, _, ast = _unpack(context, builder, signature.args[3], args[3])
-        d = xsh[1]
-        fma = _fma(builder)
-        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+        xd, _, xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
+            context, builder, signature, args, nr
+        )
         coef = [
             [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
                                                         _I64(8 * LANES * w))), _VEC)
