@@ -41,14 +41,32 @@ _I64 = ir.IntType(64)
 _VEC = ir.VectorType(_F64, LANES)
 
 
+def _wide_vectors() -> bool:
+    """Whether this CPU has 512-bit vectors and 32 vector registers (AVX-512F), which the
+    ``R W`` accumulators of these kernels assume; elsewhere LLVM would split every
+    ``<8 x double>`` and spill, so the dispatch keeps the fused kernels."""
+    try:
+        from llvmlite import binding
+
+        return bool(binding.get_host_cpu_features().get("avx512f", False))
+    except Exception:  # pragma: no cover - no feature query on this platform
+        return False
+
+
+#: whether :func:`simd_kernel` hands out these kernels on this machine
+WIDE_VECTORS = _wide_vectors()
+
+
 def simd_kernel(columns: int):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
 
     Only whole lane vectors: ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a
     block of 3 or 5 vectors of ``m = 4`` is as fast in ``hvp_m4``), nor do fewer than 8
     columns; above 32 the ``R W`` accumulators no longer fit in the 32 vector registers.
+    ``None`` as well on CPUs without AVX-512 (:data:`WIDE_VECTORS`); the kernels themselves
+    are correct everywhere.
     """
-    if columns % LANES:
+    if columns % LANES or not WIDE_VECTORS:
         return None
     return KERNELS.get(columns // LANES)
 
