@@ -18,9 +18,11 @@ class EigResult:
     vectors : ndarray (N, k)
         Orthonormal eigenvectors; column ``i`` belongs to ``values[i]``.
     residuals : ndarray (k,)
-        ``||A v_i - values[i] v_i||``, computed by one extra product with the returned vectors.
+        ``||A v_i - values[i] v_i||`` with ``A v_i`` from products actually made: one extra
+        product with the returned vectors, or, for our Lanczos methods, ``(A Q) y_i`` from the
+        products of their basis (the same numbers up to rounding, no extra pass).
     n_matvec : int
-        Products with ``A`` (one vector counts one; the residual check is included).
+        Products with ``A`` (one vector counts one; an extra residual product is included).
     n_passes : int
         Calls of the product (a block product counts one; for a Hessian, passes over ``X``).
     converged : ndarray of bool (k,)
