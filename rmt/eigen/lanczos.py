@@ -158,16 +158,19 @@ def _project_out(W, basis, local):
     near = basis[:, local:]
     H[local:] = near.T @ W
     W -= near @ H[local:]
-    twice = False
-    for _ in range(2):
-        before = np.linalg.norm(W, axis=0)
-        H2 = basis_coefficients(basis, W)
-        subtract_combination(basis, H2, W)
-        H += H2
-        if twice or np.all(np.linalg.norm(W, axis=0) >= REORTH_ETA * before):
-            break
-        twice = True
+    before = np.linalg.norm(W, axis=0)
+    H += _gram_schmidt_pass(basis, W)
+    twice = bool(np.any(np.linalg.norm(W, axis=0) < REORTH_ETA * before))
+    if twice:
+        H += _gram_schmidt_pass(basis, W)
     return H, W, twice
+
+
+def _gram_schmidt_pass(basis, W):
+    """One classical Gram-Schmidt pass, in place: ``W -= basis C`` with ``C = basis^T W``."""
+    C = basis_coefficients(basis, W)
+    subtract_combination(basis, C, W)
+    return C
 
 
 def _orthonormalise_block(W, basis, threshold, rng):

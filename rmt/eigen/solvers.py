@@ -84,8 +84,7 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
     blas = contextlib.nullcontext() if method in ("dense", "primme") else _single_threaded_blas()
     with blas:
-        values, vectors, norm_est, *products = _SOLVERS[method](op, int(k), tol, rng, **options)
-        products = products[0] if products else None
+        values, vectors, norm_est, products = _SOLVERS[method](op, int(k), tol, rng, **options)
         return _verify(op, values, vectors, norm_est, tol, method, start, int(k), products)
 
 
@@ -109,16 +108,18 @@ def _check_tol(tol):
 def _verify(op, values, vectors, norm_est, tol, method, start, k, products=None):
     """True residuals; keep the pairs within ``tol * ||A||_est``, or raise.
 
-    ``products`` is ``A vectors`` when the solver has it from its own products; otherwise it
-    costs one product here.
+    ``products`` is ``A vectors`` when the solver has it from its own products; otherwise
+    (``None``) it costs one product here.
     """
     order = np.argsort(values, kind="stable")
     values, vectors = (
         np.asarray(values, float)[order],
         np.asarray(vectors, float)[:, order],
     )
-    if products is None or not len(values):
-        products = op.matmat(vectors) if len(values) else vectors
+    if not len(values):
+        products = vectors
+    elif products is None:
+        products = op.matmat(vectors)
     else:
         products = np.asarray(products, float)[:, order]
     residuals = np.linalg.norm(products - vectors * values, axis=0)
@@ -221,7 +222,7 @@ def _solve_arpack(op, k, tol, rng, ncv=None, maxiter=None):
         )
     except ArpackNoConvergence as exc:
         values, vectors = exc.eigenvalues, exc.eigenvectors
-    return values, vectors, float(np.max(np.abs(values), initial=0.0))
+    return values, vectors, float(np.max(np.abs(values), initial=0.0)), None
 
 
 def _solve_lobpcg(op, k, tol, rng, block=None, maxiter=1000):
@@ -239,7 +240,7 @@ def _solve_lobpcg(op, k, tol, rng, block=None, maxiter=1000):
             op.as_linear_operator(), X0, tol=tol * anorm, maxiter=maxiter, largest=False
         )
     order = np.argsort(values)[:k]
-    return values[order], vectors[:, order], anorm
+    return values[order], vectors[:, order], anorm, None
 
 
 def _solve_primme(op, k, tol, rng, block=None, maxiter=None):
@@ -263,7 +264,7 @@ def _solve_primme(op, k, tol, rng, block=None, maxiter=None):
         float(stats.get("estimateLargestSVal", 0.0)),
         float(np.max(np.abs(values), initial=0.0)),
     )
-    return values, vectors, anorm
+    return values, vectors, anorm, None
 
 
 PRIMME_MISSING = (
@@ -279,7 +280,7 @@ def _solve_dense(op, k, tol, rng):
     A = _assemble(op)
     values, vectors = scipy.linalg.eigh(A, subset_by_index=[0, k - 1], driver="evr")
     bound = min(float(np.max(np.sum(np.abs(A), axis=0))), float(np.linalg.norm(A)))
-    return values, vectors, bound
+    return values, vectors, bound, None
 
 
 def _assemble(op):

@@ -111,16 +111,20 @@ def _row_pointers(builder, data, stride, first, count):
     ]
 
 
-def _typing_ok(X, blocks, R, W):
-    """2-D float64 ``X``; C-contiguous float64 scratch ``blocks``; literal ``R, W >= 1``."""
-    arrays = [X, *blocks]
+def _signature(X, i, A, B, nxt, R, W):
+    """Typing shared by the two intrinsics ``f(X, i, A, B, nxt, R, W)``: ``(sig, R, W)``, or
+    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
+    2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
+    arrays = (X, A, B)
     if not all(
         isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays
     ):
-        return False
-    if not all(a.layout == "C" for a in blocks):
-        return False
-    return all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W))
+        return None
+    if A.layout != "C" or B.layout != "C":
+        return None
+    if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W)):
+        return None
+    return types.void(X, i, A, B, nxt, R, W), R.literal_value, W.literal_value
 
 
 def _loop(builder, d, name):
@@ -165,23 +169,14 @@ def _prefetcher(builder, xd, xst, d, nxt, nr, half):
     return emit
 
 
-def _signature(X, i, A, B, nxt, R, W):
-    """Typing shared by the two intrinsics ``f(X, i, A, B, nxt, R, W)``: ``(sig, R, W)``, or
-    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
-    2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
-    if not _typing_ok(X, (A, B), R, W):
-        return None
-    return types.void(X, i, A, B, nxt, R, W), R.literal_value, W.literal_value
-
-
 def _prologue(context, builder, signature, args, nr):
-    """Unpacked ``X`` (data, shape, strides), ``A`` and ``B`` (data, strides), ``d``, the
-    ``fma`` intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
+    """Unpacked ``X`` (data, strides), ``A`` and ``B`` (data, strides), ``d``, the ``fma``
+    intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
     xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
     ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
     bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
     rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-    return xd, xsh, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
+    return xd, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
 
 
 @intrinsic
@@ -194,7 +189,7 @@ def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
     sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, _, xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
+        xd, xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
             context, builder, signature, args, nr
         )
         zero = ir.Constant(_VEC, [0.0] * LANES)
@@ -241,7 +236,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
     sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, _, xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
+        xd, xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
             context, builder, signature, args, nr
         )
         coef = [
