@@ -7,7 +7,12 @@ import pytest
 
 import rmt
 from rmt.eigen.lanczos import REORTH_ETA, _project_out
-from rmt.kernels.lanczos import basis_coefficients, subtract_combination
+from rmt.kernels.lanczos import (
+    basis_coefficients,
+    orthonormalise_small,
+    project_step,
+    subtract_combination,
+)
 
 EPS = np.finfo(np.float64).eps
 
@@ -33,6 +38,73 @@ def test_basis_kernels_match_blas_and_thread_count(b, rng):
     finally:
         numba.set_num_threads(threads)
     np.testing.assert_array_equal(basis_coefficients(Q, W), one)
+
+
+def test_project_step_matches_numpy_and_thread_count(rng):
+    """The fused step: local projection, then one pass over the whole basis, coefficients
+    summed into ``H``, norms before and after the full pass; as numpy does it, and the same
+    bits on one thread."""
+    N, j, b, local = 2500, 21, 2, 17
+    Q = _basis(N, j, rng)
+    W = np.asfortranarray(rng.standard_normal((N, b)) + Q @ rng.standard_normal((j, b)))
+    near = Q[:, local:]
+    hl = near.T @ W
+    mid = W - near @ hl
+    hf = Q.T @ mid
+    ref = mid - Q @ hf
+    H0 = rng.standard_normal((j, b))  # H is added to, not overwritten
+    H, got = H0.copy(), W.copy(order="F")
+    before, after = project_step(Q, local, got, H)
+    scale = np.abs(W).max()
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e3 * EPS * scale)
+    expected = H0 + hf
+    expected[local:] += hl
+    np.testing.assert_allclose(H, expected, rtol=0, atol=1e3 * EPS * scale)
+    np.testing.assert_allclose(before, np.linalg.norm(mid, axis=0), rtol=1e-13)
+    np.testing.assert_allclose(after, np.linalg.norm(ref, axis=0), rtol=1e-13)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one, H1 = W.copy(order="F"), H0.copy()
+        norms1 = project_step(Q, local, one, H1)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(one, got)
+    np.testing.assert_array_equal(H1, H)
+    np.testing.assert_array_equal(np.array(norms1), np.array((before, after)))
+
+
+@pytest.mark.parametrize("b", [1, 2, 3])
+def test_small_orthonormalisation_is_a_qr(b, rng):
+    W = np.asfortranarray(rng.standard_normal((1500, b)))
+    Qn, R = np.zeros((1500, b), order="F"), np.full((b, b), np.nan)
+    assert orthonormalise_small(W, Qn, R, REORTH_ETA, 1e-12)
+    np.testing.assert_allclose(Qn @ R, W, rtol=0, atol=100 * EPS * np.abs(W).max())
+    np.testing.assert_allclose(Qn.T @ Qn, np.eye(b), rtol=0, atol=100 * EPS)
+    assert np.all(np.diag(R) > 0) and np.all(np.tril(R, -1) == 0)
+    np.testing.assert_allclose(np.abs(np.diag(R)), np.abs(np.diag(np.linalg.qr(W)[1])), 1e-12)
+
+
+def test_small_orthonormalisation_declines_nearly_dependent_columns(rng):
+    """Columns that cancel below ``REORTH_ETA`` of their norm, or below the threshold, are left
+    to the careful path (``False``); the engine still returns an orthonormal block."""
+    w = rng.standard_normal(1500)
+    W = np.asfortranarray(np.column_stack([w, w + 1e-3 * rng.standard_normal(1500)]))
+    Qn, R = np.zeros((1500, 2), order="F"), np.zeros((2, 2))
+    assert not orthonormalise_small(W, Qn, R, REORTH_ETA, 0.0)
+    assert not orthonormalise_small(
+        np.asfortranarray(W[:, :1]), Qn[:, :1], R[:1, :1], REORTH_ETA, 1e3
+    )
+    from rmt.eigen.lanczos import _orthonormalise_block
+
+    basis = _basis(1500, 5, rng)
+    W -= basis @ (basis.T @ W)
+    out = np.zeros((1500, 2), order="F")
+    R, exhausted = _orthonormalise_block(W, basis, 1e-13, rng, out)
+    assert not exhausted
+    np.testing.assert_allclose(out.T @ out, np.eye(2), rtol=0, atol=100 * EPS)
+    assert np.abs(basis.T @ out).max() <= 100 * EPS
+    np.testing.assert_allclose(out @ R, W, rtol=0, atol=1e3 * EPS * np.abs(W).max())
 
 
 def test_one_pass_when_little_cancels(rng):

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.lanczos import basis_coefficients, subtract_combination
+from ..kernels.lanczos import (
+    basis_coefficients,
+    orthonormalise_small,
+    project_step,
+    subtract_combination,
+)
 
 EPS = np.finfo(np.float64).eps
 #: a Gram-Schmidt pass is repeated when it leaves less than this fraction of a column's norm
@@ -137,9 +142,8 @@ def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
     S[j : j + block, j : j + block] = diag
     theta = np.abs(diag[0, 0]) if block == 1 else np.abs(np.linalg.eigvalsh(diag))
     anorm = max(anorm, float(np.max(theta)))
-    Qn, R = _orthonormalise_block(W, basis, 1e-13 * anorm, rng)
-    Q[:, j + block : j + 2 * block] = Qn
-    exhausted = not np.all(np.any(Qn, axis=0))
+    Qn = Q[:, j + block : j + 2 * block]
+    R, exhausted = _orthonormalise_block(W, basis, 1e-13 * anorm, rng, Qn)
     return j + block, R, anorm, exhausted
 
 
@@ -155,12 +159,8 @@ def _project_out(W, basis, local):
     to working precision.
     """
     H = np.zeros((basis.shape[1], W.shape[1]))
-    near = basis[:, local:]
-    H[local:] = near.T @ W
-    W -= near @ H[local:]
-    before = np.linalg.norm(W, axis=0)
-    H += _gram_schmidt_pass(basis, W)
-    twice = bool(np.any(np.linalg.norm(W, axis=0) < REORTH_ETA * before))
+    before, after = project_step(basis, local, W, H)
+    twice = bool(np.any(after < REORTH_ETA * before))
     if twice:
         H += _gram_schmidt_pass(basis, W)
     return H, W, twice
@@ -173,25 +173,33 @@ def _gram_schmidt_pass(basis, W):
     return C
 
 
-def _orthonormalise_block(W, basis, threshold, rng):
-    """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis``.
+def _orthonormalise_block(W, basis, threshold, rng, out):
+    """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis``, written into ``out``;
+    returns ``R`` and whether the space is exhausted (a zero column in ``Qn``).
 
-    ``W`` arrives already orthogonalised against ``basis``.  The fast path is a Householder QR
-    of the block; when it divides a column down by more than ``1 / REORTH_ETA`` (the columns
-    of the block nearly dependent), ``Qn`` is projected against ``basis`` once more and
-    re-factored, ``R = R_2 R_1`` ("twice is enough" across the block boundary).  When a
-    diagonal entry of ``R_1`` is at most ``threshold`` (rank deficiency: deflation) it falls
-    back to :func:`_orthonormalise_columns`, which replaces deflated columns.
+    ``W`` arrives already orthogonalised against ``basis``.  The fast path is one modified
+    Gram-Schmidt over the block's columns (a Numba kernel).  When it divides a column down by
+    more than ``1 / REORTH_ETA`` (the columns of the block nearly dependent), a Householder QR
+    ``Q_1 R_1`` is projected against ``basis`` once more and re-factored, ``R = R_2 R_1``
+    ("twice is enough" across the block boundary).  When a diagonal entry of ``R_1`` is at most
+    ``threshold`` (rank deficiency: deflation) it falls back to
+    :func:`_orthonormalise_columns`, which replaces deflated columns.
     """
+    R = np.zeros((W.shape[1], W.shape[1]))
+    if orthonormalise_small(W, out, R, REORTH_ETA, threshold):
+        return R, False
     Q1, R1 = _thin_qr(W)
     diag = np.abs(np.diag(R1))
     if np.min(diag) <= threshold:
-        return _orthonormalise_columns(W, basis, threshold, rng)
-    if np.all(diag >= REORTH_ETA * np.linalg.norm(W, axis=0)):
-        return Q1, R1
-    Q1 -= basis @ (basis.T @ Q1)
-    Qn, R2 = _thin_qr(Q1)
-    return Qn, R2 @ R1
+        Qn, R = _orthonormalise_columns(W, basis, threshold, rng)
+    elif np.all(diag >= REORTH_ETA * np.linalg.norm(W, axis=0)):
+        Qn, R = Q1, R1
+    else:
+        Q1 -= basis @ (basis.T @ Q1)
+        Qn, R2 = _thin_qr(Q1)
+        R = R2 @ R1
+    out[:] = Qn
+    return R, not np.all(np.any(Qn, axis=0))
 
 
 def _thin_qr(W):
