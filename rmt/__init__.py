@@ -9,8 +9,12 @@ __version__ = "0.1.0"
 import os as _os
 
 # Numba's OpenMP threads otherwise spin after each parallel kernel and slow the LAPACK and
-# OpenBLAS calls that follow by 10-50x on a 2-core machine.  A user's own setting wins.
+# OpenBLAS calls that follow by 10-50x on a 2-core machine.  But a sleeping thread takes
+# 50-100 us to wake (on this virtual machine), and an iterative solver starts several parallel
+# kernels per step: a short spin first (10 000 rounds, 0.2-0.5 ms) keeps them 3 us apart and
+# leaves BLAS alone (benchmarks/RESULTS.md, "Waking Numba's threads").  A user's own setting wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 # -- data and network (THEORY.md sections 1-2) ----------------------------------------------
 from .models import TARGETS, Dataset, MultiIndexModel

@@ -44,20 +44,36 @@ def quadrature_cdf(nodes, weights, points):
 def basis_coefficients(Q, W):
     """``Q^T W`` for a Fortran-ordered basis ``Q`` (``N x j``) and a block ``W`` (``N x b``).
 
-    One column of ``Q`` per task, each dot product summed in a fixed order, so the result does
-    not depend on the number of threads.  The Lanczos basis is read from memory (every Hessian
-    product streams ``X`` through the caches), and on 2 threads this reads it faster than
-    single-threaded BLAS; multithreaded BLAS would leave spinning threads behind.
+    Four columns of ``Q`` per task (each entry of ``W`` loaded once for four products), each
+    dot product summed in a fixed order, so the result does not depend on the number of
+    threads.  The Lanczos basis is read from memory (every Hessian product streams ``X``
+    through the caches), and on 2 threads this reads it faster than single-threaded BLAS;
+    multithreaded BLAS would leave spinning threads behind.
     """
     N, b = W.shape
     j = Q.shape[1]
     H = np.empty((j, b))
-    for c in prange(j):
-        for k in range(b):
-            s = 0.0
-            for r in range(N):
-                s += Q[r, c] * W[r, k]
-            H[c, k] = s
+    for g in prange((j + 3) // 4):
+        c0 = 4 * g
+        if c0 + 4 <= j:
+            q0, q1, q2, q3 = Q[:, c0], Q[:, c0 + 1], Q[:, c0 + 2], Q[:, c0 + 3]
+            for k in range(b):
+                w = W[:, k]
+                s0 = s1 = s2 = s3 = 0.0
+                for r in range(N):
+                    x = w[r]
+                    s0 += q0[r] * x
+                    s1 += q1[r] * x
+                    s2 += q2[r] * x
+                    s3 += q3[r] * x
+                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = s0, s1, s2, s3
+        else:
+            for c in range(c0, j):
+                for k in range(b):
+                    s = 0.0
+                    for r in range(N):
+                        s += Q[r, c] * W[r, k]
+                    H[c, k] = s
     return H
 
 
@@ -85,13 +101,25 @@ def subtract_combination(Q, H, W, first=0):
         for k in range(b):
             for r in range(nr):
                 acc[k, r] = W[r0 + r, k]
-        for c in range(first, j):
+        c = first
+        while c + 4 <= j:  # four columns per sweep of the buffer: a quarter of the stores
+            q0, q1 = Q[r0 : r0 + nr, c], Q[r0 : r0 + nr, c + 1]
+            q2, q3 = Q[r0 : r0 + nr, c + 2], Q[r0 : r0 + nr, c + 3]
+            for k in range(b):
+                h0, h1 = H[c - first, k], H[c + 1 - first, k]
+                h2, h3 = H[c + 2 - first, k], H[c + 3 - first, k]
+                a = acc[k]
+                for r in range(nr):
+                    a[r] -= q0[r] * h0 + q1[r] * h1 + q2[r] * h2 + q3[r] * h3
+            c += 4
+        while c < j:
             qc = Q[r0 : r0 + nr, c]
             for k in range(b):
                 h = H[c - first, k]
                 a = acc[k]
                 for r in range(nr):
                     a[r] -= qc[r] * h
+            c += 1
         for k in range(b):
             for r in range(nr):
                 W[r0 + r, k] = acc[k, r]
