@@ -163,3 +163,16 @@ def test_without_kept_products_the_check_costs_one_product(monkeypatch, rng):
     assert paid.n_passes == kept.n_passes + 1 and paid.n_matvec == kept.n_matvec + 3
     true = np.linalg.norm(A @ paid.vectors - paid.vectors * paid.values, axis=0)
     np.testing.assert_allclose(paid.residuals, true, rtol=0, atol=1e3 * EPS * 2.0)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_spectral_radius_of_the_diagonal_block(size, rng):
+    from rmt.eigen.lanczos import _spectral_radius
+
+    for _ in range(20):
+        M = rng.standard_normal((size, size))
+        M = M + M.T
+        np.testing.assert_allclose(
+            _spectral_radius(M), np.abs(np.linalg.eigvalsh(M)).max(), rtol=1e-14
+        )
+    assert _spectral_radius(np.diag([0.5, -3.0, 1.0])[:size, :size]) == [0.5, 3.0, 3.0][size - 1]

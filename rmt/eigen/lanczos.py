@@ -140,11 +140,21 @@ def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
     S[: j + block, j : j + block] = H
     S[j : j + block, :j] = H[:j].T
     S[j : j + block, j : j + block] = diag
-    theta = np.abs(diag[0, 0]) if block == 1 else np.abs(np.linalg.eigvalsh(diag))
-    anorm = max(anorm, float(np.max(theta)))
+    anorm = max(anorm, _spectral_radius(diag))
     Qn = Q[:, j + block : j + 2 * block]
     R, exhausted = _orthonormalise_block(W, basis, 1e-13 * anorm, rng, Qn)
     return j + block, R, anorm, exhausted
+
+
+def _spectral_radius(M):
+    """Largest ``|eigenvalue|`` of the small symmetric ``M`` (closed form up to 2 x 2: this runs
+    every step, where a LAPACK call costs 60 us)."""
+    if M.shape[0] == 1:
+        return abs(float(M[0, 0]))
+    if M.shape[0] == 2:
+        mean, half = 0.5 * (M[0, 0] + M[1, 1]), 0.5 * (M[0, 0] - M[1, 1])
+        return abs(float(mean)) + float(np.hypot(half, M[0, 1]))
+    return float(np.max(np.abs(np.linalg.eigvalsh(M))))
 
 
 def _project_out(W, basis, local):
