@@ -1,4 +1,5 @@
-"""Numba kernels for the Lanczos-based spectral density (stochastic Lanczos quadrature).
+"""Numba kernels of our Lanczos engine (basis projections, the block's QR) and of the spectral
+density (stochastic Lanczos quadrature).
 
 Leaf kernels on arrays and scalars only, so ``cache=True`` holds (STYLE.md, Numba anchor).
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from .hessian import _dots4
 
 
 @njit(cache=True, parallel=True)
@@ -56,17 +59,8 @@ def basis_coefficients(Q, W):
     for g in prange((j + 3) // 4):
         c0 = 4 * g
         if c0 + 4 <= j:
-            q0, q1, q2, q3 = Q[:, c0], Q[:, c0 + 1], Q[:, c0 + 2], Q[:, c0 + 3]
-            for k in range(b):
-                w = W[:, k]
-                s0 = s1 = s2 = s3 = 0.0
-                for r in range(N):
-                    x = w[r]
-                    s0 += q0[r] * x
-                    s1 += q1[r] * x
-                    s2 += q2[r] * x
-                    s3 += q3[r] * x
-                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = s0, s1, s2, s3
+            for k in range(b):  # the columns of Q are the rows of Q.T
+                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = _dots4(Q.T, c0, W[:, k], N)
         else:
             for c in range(c0, j):
                 for k in range(b):
