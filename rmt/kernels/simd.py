@@ -12,9 +12,12 @@ the columns in the vector lanes instead, with the loop over ``d`` scalar:
   registers, two partial sums per lane vector (shorter dependency chains), ``X`` read from
   cache (``dot_rows`` just streamed the same rows).
 
-Both loops prefetch the next ``R`` rows (half each), so that memory keeps streaming while the
-cores compute: a block of 2 vectors of ``m = 4`` has twice the flops of one vector and is
-bound by arithmetic, not memory (benchmarks/RESULTS.md).  ``R`` and ``W`` are compile-time
+``dot_rows`` prefetches each of its ``R`` rows ``PREFETCH_LINES`` cache lines ahead of its
+reads, into L1 (``R / 8`` prefetches per step: every row advances one line per 8 steps).  The
+hardware prefetcher alone left DRAM latency exposed: a block of 2 vectors of ``m = 4`` ran
+22-28% above its compute floor on two threads (15% on one), though rows already in L3 ran at
+the floor; with this prefetch 12-15% (7%).  ``axpy_rows`` reads the same rows again from
+cache (benchmarks/RESULTS.md).  ``R`` and ``W`` are compile-time
 constants (literal arguments of the intrinsics; one compiled wrapper per ``W``), so every width
 gets its own unrolled code.  The scratch arrays start on 64-byte boundaries, so that a row of
 8 lanes is one cache line.  The row chunks are those of ``hvp_fused`` (fixed ``n_chunks``,
@@ -31,8 +34,9 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 LANES = 8
-#: ``llvm.prefetch`` locality of the next rows: 1 and 2 measured alike, 3 (L1) 20% slower
-PREFETCH_LOCALITY = 2
+#: how far ahead of its reads ``dot_rows`` prefetches each row, in cache lines (4-5 measured
+#: best: 2 and 8 lose the gain); into L1 (locality 3: prefetches into L2 gained half as much)
+PREFETCH_LINES = 4
 
 _F64 = ir.DoubleType()
 _I8P = ir.IntType(8).as_pointer()
@@ -111,8 +115,8 @@ def _row_pointers(builder, data, stride, first, count):
     ]
 
 
-def _signature(X, i, A, B, nxt, R, W):
-    """Typing shared by the two intrinsics ``f(X, i, A, B, nxt, R, W)``: ``(sig, R, W)``, or
+def _signature(X, i, A, B, R, W):
+    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W)``: ``(sig, R, W)``, or
     ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
     2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
     arrays = (X, A, B)
@@ -124,7 +128,7 @@ def _signature(X, i, A, B, nxt, R, W):
         return None
     if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W)):
         return None
-    return types.void(X, i, A, B, nxt, R, W), R.literal_value, W.literal_value
+    return types.void(X, i, A, B, R, W), R.literal_value, W.literal_value
 
 
 def _loop(builder, d, name):
@@ -146,27 +150,19 @@ def _close(builder, t, d, body, done):
     builder.position_at_end(done)
 
 
-def _prefetcher(builder, xd, xst, d, nxt, nr, half):
-    """Emit-per-``t`` prefetch for half ``half`` (0: first, 1: second) of the bytes of rows
-    ``nxt .. nxt+nr-1``: a linear walk of ``nr * stride / (2 d)`` bytes per ``t``, so that the
-    dot loop and the update loop together fetch the next rows while they compute."""
+def _row_prefetch(builder, row0, xst, t, nr):
+    """Emit, for step ``t``, prefetches of rows ``q = p (t mod 8) + j`` (``j < p = ceil(nr/8)``)
+    at column ``t + 8 PREFETCH_LINES``: every row gets its line ``PREFETCH_LINES`` ahead once per
+    8 steps.  Past the last row or column they touch the next rows (prefetches never fault)."""
     pfty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
     prefetch = cgutils.get_or_insert_function(builder.module, pfty, "llvm.prefetch.p0i8")
-    span = builder.mul(_I64(nr), xst[0])
-    halfspan = builder.sdiv(span, _I64(2))
-    base = _at(
-        builder, xd, builder.add(builder.mul(nxt, xst[0]), builder.mul(_I64(half), halfspan))
-    )
-    step = builder.sdiv(halfspan, builder.select(builder.icmp_signed(">", d, _I64(0)), d, _I64(1)))
-    lines = max(1, -(-4 * nr // 64))  # contiguous rows: 4 nr bytes per t
-
-    def emit(t):
-        addr = _at(builder, base, builder.mul(t, step))
-        for g in range(lines):
-            ptr = _at(builder, addr, _I64(64 * g))
-            builder.call(prefetch, [ptr, _I32(0), _I32(PREFETCH_LOCALITY), _I32(1)])
-
-    return emit
+    per = -(-nr // LANES)
+    first = builder.mul(builder.and_(t, _I64(LANES - 1)), _I64(per))
+    column = builder.mul(builder.add(t, _I64(LANES * PREFETCH_LINES)), xst[1])
+    for j in range(per):
+        row = builder.mul(builder.add(first, _I64(j)), xst[0])
+        addr = _at(builder, row0, builder.add(row, column))
+        builder.call(prefetch, [addr, _I32(0), _I32(3), _I32(1)])
 
 
 def _prologue(context, builder, signature, args, nr):
@@ -180,10 +176,10 @@ def _prologue(context, builder, signature, args, nr):
 
 
 @intrinsic
-def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
+def dot_rows(typingctx, X, i, Vtt, U, R, W):
     """``U[q, :8W] = sum_t X[i+q, t] * Vtt[t, :8W]`` for ``q < R`` (literal ``R``, ``W``);
-    prefetches the first half of rows ``nxt .. nxt+R-1``."""
-    typed = _signature(X, i, Vtt, U, nxt, R, W)
+    prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
+    typed = _signature(X, i, Vtt, U, R, W)
     if typed is None:
         return None
     sig, nr, nw = typed
@@ -193,13 +189,12 @@ def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
             context, builder, signature, args, nr
         )
         zero = ir.Constant(_VEC, [0.0] * LANES)
-        prefetch = _prefetcher(builder, xd, xst, d, args[4], nr, 0)
         t, pre, body, done = _loop(builder, d, "dot")
         accs = [[builder.phi(_VEC) for _ in range(nw)] for _ in range(nr)]
         for row in accs:
             for acc in row:
                 acc.add_incoming(zero, pre)
-        prefetch(t)
+        _row_prefetch(builder, rows[0], xst, t, nr)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
         v = [_load(builder, _at(builder, vrow, _I64(8 * LANES * w)), _VEC) for w in range(nw)]
         toff = builder.mul(t, xst[1])
@@ -227,10 +222,10 @@ def dot_rows(typingctx, X, i, Vtt, U, nxt, R, W):
 
 
 @intrinsic
-def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
-    """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``; prefetches the second
-    half of rows ``nxt .. nxt+R-1``."""
-    typed = _signature(X, i, Rr, acc, nxt, R, W)
+def axpy_rows(typingctx, X, i, Rr, acc, R, W):
+    """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``, the rows read from cache
+    (``dot_rows`` just streamed them)."""
+    typed = _signature(X, i, Rr, acc, R, W)
     if typed is None:
         return None
     sig, nr, nw = typed
@@ -245,9 +240,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, nxt, R, W):
              for w in range(nw)]
             for q in range(nr)
         ]  # fmt: skip
-        prefetch = _prefetcher(builder, xd, xst, d, args[4], nr, 1)
         t, _, body, done = _loop(builder, d, "axpy")
-        prefetch(t)
         arow = _at(builder, ad, builder.mul(t, ast[0]))
         toff = builder.mul(t, xst[1])
         part = [
@@ -323,15 +316,14 @@ def _product(X, D, Vt, n_chunks, R, W):
         Rr[:] = 0.0
         i = lo
         while i + R <= hi:
-            nxt = i + R if i + 2 * R <= hi else i
-            dot_rows(X, i, Vtt, U, nxt, R, W)
+            dot_rows(X, i, Vtt, U, R, W)
             _contract(U, D, i, R, m, C, Rr)
-            axpy_rows(X, i, Rr, acc, nxt, R, W)
+            axpy_rows(X, i, Rr, acc, R, W)
             i += R
         while i < hi:
-            dot_rows(X, i, Vtt, U, i, 1, W)
+            dot_rows(X, i, Vtt, U, 1, W)
             _contract(U, D, i, 1, m, C, Rr)
-            axpy_rows(X, i, Rr, acc, i, 1, W)
+            axpy_rows(X, i, Rr, acc, 1, W)
             i += 1
     out = np.empty((C, d))
     for blk in prange(blocks):  # chunks summed in a fixed order, written transposed
