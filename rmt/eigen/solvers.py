@@ -200,9 +200,9 @@ def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_r
 
     The default block, ``min(k, 2)``, is the cheapest block in passes times cost per pass at
     ``m*d = 16000`` (benchmarks/RESULTS.md): a Hessian product on 2, 3, 4, 8 vectors costs
-    1.1-1.3, 2.0, 2.1, 4.1 single products (explicit-SIMD kernels for 8-32 columns) and the
+    1.05-1.15, 2.0, 2.1, 3.8 single products (explicit-SIMD kernels for 4-32 columns) and the
     5 smallest pairs take 32-33, 27-28, 27-28, 22-23 passes, against 42-45 for single-vector
-    ``"lanczos"``: 40, 55, 57, 95 single-product equivalents against 44."""
+    ``"lanczos"``: 36, 55, 58, 86 single-product equivalents against 44."""
     block = min(k, 2) if block is None else block
     return _solve_lanczos(op, k, tol, rng, ncv, keep, block, max_restarts)
 
