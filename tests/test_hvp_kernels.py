@@ -80,12 +80,8 @@ def test_kernels_few_rows(m, rng):
 
 
 def test_dispatch_uses_unrolled_kernels_for_small_m():
-    from rmt.kernels.simd import WIDE_VECTORS, simd_half
-
-    for m in (1, 2, 3):
+    for m in (1, 2, 3, 4):
         assert hvp_kernel(m) is KERNELS[m]
-    # one vector of m = 4 fills a half-width SIMD vector where the CPU has AVX-512
-    assert hvp_kernel(4) is (simd_half if WIDE_VECTORS else KERNELS[4])
     for m in (5, 6, 17):
         assert hvp_kernel(m) is hvp_fused
 

@@ -1,10 +1,10 @@
 """Explicit-SIMD block products (``rmt/kernels/simd.py``) against the obvious numpy product.
 
-Every kernel (``W = 1..4`` lane vectors of 8 columns, and the half-width kernel of 4 columns)
-for widths ``m`` whose blocks fill whole lane vectors, numbers of rows that leave remainders after the steps of 16, 8 and 6 rows,
+Every kernel (``W = 1..4`` lane vectors of 8 columns) for widths ``m`` whose blocks fill whole
+lane vectors, numbers of rows that leave remainders after the steps of 16, 8 and 6 rows,
 ``d`` below and above one lane vector, strided and Fortran-ordered ``X``; results must not
-depend on the number of threads; and the dispatch sends exactly the blocks of 4, 8, 16, 24
-and 32 columns to these kernels on CPUs with AVX-512 (none elsewhere).
+depend on the number of threads; and the dispatch sends exactly the blocks of 8, 16, 24 and
+32 columns to these kernels on CPUs with AVX-512 (none elsewhere).
 """
 
 import numba
@@ -13,7 +13,7 @@ import pytest
 
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
 from rmt.kernels.hvp_small import KERNELS as SMALL
-from rmt.kernels.simd import KERNELS, WIDE_VECTORS, simd_half, simd_kernel
+from rmt.kernels.simd import KERNELS, WIDE_VECTORS, simd_kernel
 
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
 
@@ -29,21 +29,12 @@ def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
     assert_close(KERNELS[b * m // 8](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
 
 
-@pytest.mark.parametrize("m, b", [(1, 4), (2, 2), (4, 1)])
-@pytest.mark.parametrize("n_chunks", [1, 3, 8])
-def test_half_width_kernel_matches_numpy(m, b, n_chunks, rng):
-    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
-    assert_close(simd_half(X, D, Vt, n_chunks), numpy_product(X, D, Vt))
-
-
 @pytest.mark.parametrize("n, d", [(1, 3), (2, 8), (5, 1), (40, 7), (33, 64)])
 def test_simd_kernels_small_shapes(n, d, rng):
     """Fewer rows than chunks or than one step, ``d`` below, at and above one lane vector."""
     for m, b in [(4, 2), (4, 4), (4, 8)]:
         X, D, Vt = random_problem(m, b, rng, n=n, d=d)
         assert_close(KERNELS[b * m // 8](X, D, Vt, 4), numpy_product(X, D, Vt))
-    X, D, Vt = random_problem(4, 1, rng, n=n, d=d)
-    assert_close(simd_half(X, D, Vt, 4), numpy_product(X, D, Vt))
 
 
 def test_simd_kernels_no_rows(rng):
@@ -57,43 +48,39 @@ def test_simd_kernels_any_layout_of_x(layout, rng):
     """The kernels read ``X`` through its strides (the prefetch walk only assumes rows)."""
     X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
     X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
-    for b in (1, 2, 4):
+    for b in (2, 4):
         Vt = rng.standard_normal((4 * b, X.shape[1]))
         ref = numpy_product(np.ascontiguousarray(X), D, Vt)
-        kernel = simd_half if b == 1 else KERNELS[b // 2]
-        assert_close(kernel(X, D, Vt, 3), ref)
+        assert_close(KERNELS[b // 2](X, D, Vt, 3), ref)
 
 
 def test_simd_kernels_do_not_depend_on_thread_count(rng):
     """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
-    for b, kernel in [(2, KERNELS[1]), (1, simd_half)]:
-        X, D, Vt = random_problem(4, b, rng, n=N_ROWS, d=29)
-        threads = numba.get_num_threads()
-        try:
-            numba.set_num_threads(1)
-            one = kernel(X, D, Vt, 8)
-        finally:
-            numba.set_num_threads(threads)
-        np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
+    X, D, Vt = random_problem(4, 2, rng, n=N_ROWS, d=29)
+    kernel = KERNELS[1]
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = kernel(X, D, Vt, 8)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
 
 
 def test_dispatch_by_block_columns():
-    """Whole lane vectors (8, 16, 24, 32 columns) and 4 columns go to SIMD; others keep their
-    kernels."""
+    """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD; others keep their kernels."""
     if not WIDE_VECTORS:
-        for columns in (4, 8, 16, 24, 32):
+        for columns in (8, 16, 24, 32):
             assert simd_kernel(columns) is None and hvp_kernel(4, columns) is not KERNELS[1]
         pytest.skip("no AVX-512 here: the dispatch keeps the fused kernels (checked)")
     for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
         assert simd_kernel(columns) is KERNELS[w]
         m = 4 if columns % 4 == 0 else 2
         assert hvp_kernel(m, columns) is KERNELS[w]
-    for columns in (1, 2, 3, 7, 12, 20, 28, 40, 64):
+    for columns in (1, 4, 7, 12, 20, 28, 40, 64):
         assert simd_kernel(columns) is None
     assert hvp_kernel(4, 12) is SMALL[4]  # 3 vectors of m = 4: padding would not pay
-    assert hvp_kernel(4) is simd_half  # one vector of m = 4: half-width vectors
-    assert hvp_kernel(2, 4) is simd_half and hvp_kernel(1, 4) is simd_half
-    assert hvp_kernel(2) is SMALL[2] and hvp_kernel(3) is SMALL[3]
+    assert hvp_kernel(4) is SMALL[4]  # one vector
     assert hvp_kernel(8, 40) is hvp_fused  # 5 vectors of m = 8: too wide for registers
     assert hvp_kernel(8) is KERNELS[1]  # one vector of m = 8 fills one lane vector
 
@@ -103,7 +90,6 @@ def test_no_simd_dispatch_without_wide_vectors(monkeypatch):
     import rmt.kernels.simd as simd
 
     monkeypatch.setattr(simd, "WIDE_VECTORS", False)
-    for columns in (4, 8, 16, 24, 32):
+    for columns in (8, 16, 24, 32):
         assert simd_kernel(columns) is None
     assert hvp_kernel(4, 8) is SMALL[4] and hvp_kernel(8) is hvp_fused
-    assert hvp_kernel(4) is SMALL[4]

@@ -2,12 +2,11 @@
 
 The fused kernels of ``hessian.py``/``hvp_small.py`` leave the vectorisation to LLVM, which
 vectorises along ``d`` (one accumulator per row and column) and runs out of registers once a
-block has more than a few columns.  For blocks of ``C = b*m = 8 W`` columns (and ``C = 4``,
-in half-width vectors) this module keeps the columns in the vector lanes instead, with the
-loop over ``d`` scalar:
+block has more than a few columns.  For blocks of ``C = b*m >= 8`` columns this module keeps
+the columns in the vector lanes instead, with the loop over ``d`` scalar:
 
-* ``dot_rows``: ``U[q] = sum_t X[i+q, t] * Vtt[t]`` for ``R`` rows, each ``Vtt[t]`` (``L W``
-  columns, ``W`` vectors of ``L = 8`` or 4 lanes) loaded once and broadcast-multiplied by ``R`` entries of
+* ``dot_rows``: ``U[q] = sum_t X[i+q, t] * Vtt[t]`` for ``R`` rows, each ``Vtt[t]`` (``8 W``
+  columns, ``W`` vectors of 8 lanes) loaded once and broadcast-multiplied by ``R`` entries of
   ``X``: ``R W`` accumulators in registers, no horizontal sums.
 * ``axpy_rows``: ``acc[t] += sum_q X[i+q, t] * Rr[q]``, the coefficients ``Rr[q]`` held in
   registers, two partial sums per lane vector (shorter dependency chains), ``X`` read from
@@ -35,10 +34,6 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 LANES = 8
-#: lanes of the half-width kernel (:func:`simd_half`, 4 columns)
-HALF_LANES = 4
-#: doubles in a cache line
-LINE = 8
 #: how far ahead of its reads ``dot_rows`` prefetches each row, in cache lines (4-5 measured
 #: best: 2 and 8 lose the gain); into L1 (locality 3: prefetches into L2 gained half as much)
 PREFETCH_LINES = 4
@@ -47,6 +42,7 @@ _F64 = ir.DoubleType()
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
+_VEC = ir.VectorType(_F64, LANES)
 
 
 def _wide_vectors() -> bool:
@@ -68,33 +64,26 @@ WIDE_VECTORS = _wide_vectors()
 def simd_kernel(columns: int):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
 
-    Whole lane vectors: ``columns = 8 W`` with ``W <= 4``, and ``columns = 4`` (one vector of
-    ``m = 4``, two of ``m = 2``, four of ``m = 1``) in half-width ``<4 x double>`` vectors,
-    3-14% faster than ``hvp_m4`` in the same processes.  Padding does not pay (a block of 3
-    or 5 vectors of ``m = 4`` is as fast in ``hvp_m4``); above 32 the ``R W`` accumulators no
-    longer fit in the 32 vector registers.  ``None`` as well on CPUs without AVX-512
-    (:data:`WIDE_VECTORS`); the kernels themselves are correct everywhere.
+    Only whole lane vectors: ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a
+    block of 3 or 5 vectors of ``m = 4`` is as fast in ``hvp_m4``), nor do fewer than 8
+    columns; above 32 the ``R W`` accumulators no longer fit in the 32 vector registers.
+    ``None`` as well on CPUs without AVX-512 (:data:`WIDE_VECTORS`); the kernels themselves
+    are correct everywhere.
     """
-    if not WIDE_VECTORS:
-        return None
-    if columns == HALF_LANES:
-        return simd_half
-    if columns % LANES:
+    if columns % LANES or not WIDE_VECTORS:
         return None
     return KERNELS.get(columns // LANES)
 
 
-def _fma(builder, lanes):
-    vec = ir.VectorType(_F64, lanes)
-    fnty = ir.FunctionType(vec, [vec, vec, vec])
-    return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{lanes}f64")
+def _fma(builder):
+    fnty = ir.FunctionType(_VEC, [_VEC, _VEC, _VEC])
+    return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{LANES}f64")
 
 
-def _splat(builder, x, lanes):
-    ty = ir.VectorType(_F64, lanes)
-    vec = builder.insert_element(ir.Constant(ty, ir.Undefined), x, _I32(0))
-    mask = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
-    return builder.shuffle_vector(vec, ir.Constant(ty, ir.Undefined), mask)
+def _splat(builder, x):
+    vec = builder.insert_element(ir.Constant(_VEC, ir.Undefined), x, _I32(0))
+    mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
+    return builder.shuffle_vector(vec, ir.Constant(_VEC, ir.Undefined), mask)
 
 
 def _at(builder, base, offset):
@@ -126,8 +115,8 @@ def _row_pointers(builder, data, stride, first, count):
     ]
 
 
-def _signature(X, i, A, B, R, W, L):
-    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W, L)``: ``(sig, R, W, L)``, or
+def _signature(X, i, A, B, R, W):
+    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W)``: ``(sig, R, W)``, or
     ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
     2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
     arrays = (X, A, B)
@@ -137,11 +126,9 @@ def _signature(X, i, A, B, R, W, L):
         return None
     if A.layout != "C" or B.layout != "C":
         return None
-    if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W, L)):
+    if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W)):
         return None
-    if L.literal_value not in (HALF_LANES, LANES):
-        return None
-    return types.void(X, i, A, B, R, W, L), R.literal_value, W.literal_value, L.literal_value
+    return types.void(X, i, A, B, R, W), R.literal_value, W.literal_value
 
 
 def _loop(builder, d, name):
@@ -169,52 +156,51 @@ def _row_prefetch(builder, row0, xst, t, nr):
     8 steps.  Past the last row or column they touch the next rows (prefetches never fault)."""
     pfty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
     prefetch = cgutils.get_or_insert_function(builder.module, pfty, "llvm.prefetch.p0i8")
-    per = -(-nr // LINE)
-    first = builder.mul(builder.and_(t, _I64(LINE - 1)), _I64(per))
-    column = builder.mul(builder.add(t, _I64(LINE * PREFETCH_LINES)), xst[1])
+    per = -(-nr // LANES)
+    first = builder.mul(builder.and_(t, _I64(LANES - 1)), _I64(per))
+    column = builder.mul(builder.add(t, _I64(LANES * PREFETCH_LINES)), xst[1])
     for j in range(per):
         row = builder.mul(builder.add(first, _I64(j)), xst[0])
         addr = _at(builder, row0, builder.add(row, column))
         builder.call(prefetch, [addr, _I32(0), _I32(3), _I32(1)])
 
 
-def _prologue(context, builder, signature, args, nr, nl):
+def _prologue(context, builder, signature, args, nr):
     """Unpacked ``X`` (data, strides), ``A`` and ``B`` (data, strides), ``d``, the ``fma``
     intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
     xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
     ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
     bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
     rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-    return xd, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder, nl), rows
+    return xd, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
 
 
 @intrinsic
-def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
-    """``U[q, :LW] = sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W``, ``L``);
+def dot_rows(typingctx, X, i, Vtt, U, R, W):
+    """``U[q, :8W] = sum_t X[i+q, t] * Vtt[t, :8W]`` for ``q < R`` (literal ``R``, ``W``);
     prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
-    typed = _signature(X, i, Vtt, U, R, W, L)
+    typed = _signature(X, i, Vtt, U, R, W)
     if typed is None:
         return None
-    sig, nr, nw, nl = typed
-    vt = ir.VectorType(_F64, nl)
+    sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
         xd, xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
-            context, builder, signature, args, nr, nl
+            context, builder, signature, args, nr
         )
-        zero = ir.Constant(vt, [0.0] * nl)
+        zero = ir.Constant(_VEC, [0.0] * LANES)
         t, pre, body, done = _loop(builder, d, "dot")
-        accs = [[builder.phi(vt) for _ in range(nw)] for _ in range(nr)]
+        accs = [[builder.phi(_VEC) for _ in range(nw)] for _ in range(nr)]
         for row in accs:
             for acc in row:
                 acc.add_incoming(zero, pre)
         _row_prefetch(builder, rows[0], xst, t, nr)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
-        v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vt) for w in range(nw)]
+        v = [_load(builder, _at(builder, vrow, _I64(8 * LANES * w)), _VEC) for w in range(nw)]
         toff = builder.mul(t, xst[1])
         new = []
         for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
             new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
         for q in range(nr):
             for w in range(nw):
@@ -223,12 +209,12 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
         results = []
         for q in range(nr):
             for w in range(nw):
-                res = builder.phi(vt)
+                res = builder.phi(_VEC)
                 res.add_incoming(zero, pre)
                 res.add_incoming(new[q][w], body)
                 results.append((q, w, res))
         for q, w, res in results:
-            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * nl * w))
+            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * LANES * w))
             _store(builder, res, _at(builder, ud, off))
         return context.get_dummy_value()
 
@@ -236,31 +222,32 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
 
 
 @intrinsic
-def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
-    """``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` for ``q < R``, the rows read from cache
+def axpy_rows(typingctx, X, i, Rr, acc, R, W):
+    """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``, the rows read from cache
     (``dot_rows`` just streamed them)."""
-    typed = _signature(X, i, Rr, acc, R, W, L)
+    typed = _signature(X, i, Rr, acc, R, W)
     if typed is None:
         return None
-    sig, nr, nw, nl = typed
-    vt = ir.VectorType(_F64, nl)
+    sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
         xd, xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
-            context, builder, signature, args, nr, nl
+            context, builder, signature, args, nr
         )
         coef = [
             [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
-                                                        _I64(8 * nl * w))), vt)
+                                                        _I64(8 * LANES * w))), _VEC)
              for w in range(nw)]
             for q in range(nr)
         ]  # fmt: skip
         t, _, body, done = _loop(builder, d, "axpy")
         arow = _at(builder, ad, builder.mul(t, ast[0]))
         toff = builder.mul(t, xst[1])
-        part = [[_load(builder, _at(builder, arow, _I64(8 * nl * w)), vt), None] for w in range(nw)]
+        part = [
+            [_load(builder, _at(builder, arow, _I64(8 * LANES * w)), _VEC), None] for w in range(nw)
+        ]
         for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
             for w in range(nw):
                 h = q % 2
                 if part[w][h] is None:
@@ -269,7 +256,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
                     part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
         for w in range(nw):
             total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
-            _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
+            _store(builder, total, _at(builder, arow, _I64(8 * LANES * w)))
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
 
@@ -303,14 +290,14 @@ def _contract(U, D, i, nr, m, C, Rr):
 
 
 @njit(cache=True, inline="always")
-def _product(X, D, Vt, n_chunks, R, W, L):
+def _product(X, D, Vt, n_chunks, R, W):
     """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
-    like ``hessian.hvp_fused``; ``R`` rows per step and ``W`` vectors of ``L`` lanes
-    (``L W >= b*m``), all compile-time constants (one wrapper per ``W`` and ``L`` below)."""
+    like ``hessian.hvp_fused``; ``R`` rows per step and ``W`` lane vectors (``8 W >= b*m``),
+    both compile-time constants (one wrapper per ``W`` below)."""
     n, d = X.shape
     m = D.shape[1]
     C = Vt.shape[0]
-    Cp = L * W
+    Cp = LANES * W
     Vtt = _empty64(d * Cp).reshape((d, Cp))
     blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
     for blk in prange(blocks):
@@ -329,14 +316,14 @@ def _product(X, D, Vt, n_chunks, R, W, L):
         Rr[:] = 0.0
         i = lo
         while i + R <= hi:
-            dot_rows(X, i, Vtt, U, R, W, L)
+            dot_rows(X, i, Vtt, U, R, W)
             _contract(U, D, i, R, m, C, Rr)
-            axpy_rows(X, i, Rr, acc, R, W, L)
+            axpy_rows(X, i, Rr, acc, R, W)
             i += R
         while i < hi:
-            dot_rows(X, i, Vtt, U, 1, W, L)
+            dot_rows(X, i, Vtt, U, 1, W)
             _contract(U, D, i, 1, m, C, Rr)
-            axpy_rows(X, i, Rr, acc, 1, W, L)
+            axpy_rows(X, i, Rr, acc, 1, W)
             i += 1
     out = np.empty((C, d))
     for blk in prange(blocks):  # chunks summed in a fixed order, written transposed
@@ -354,30 +341,22 @@ def _product(X, D, Vt, n_chunks, R, W, L):
 # signature ``(X, D, Vt, n_chunks)`` of ``hessian.hvp_fused``.
 @njit(cache=True, parallel=True)
 def simd_w1(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 16, 1, LANES)
+    return _product(X, D, Vt, n_chunks, 16, 1)
 
 
 @njit(cache=True, parallel=True)
 def simd_w2(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 8, 2, LANES)
+    return _product(X, D, Vt, n_chunks, 8, 2)
 
 
 @njit(cache=True, parallel=True)
 def simd_w3(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 8, 3, LANES)
+    return _product(X, D, Vt, n_chunks, 8, 3)
 
 
 @njit(cache=True, parallel=True)
 def simd_w4(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 6, 4, LANES)
+    return _product(X, D, Vt, n_chunks, 6, 4)
 
 
 KERNELS = {1: simd_w1, 2: simd_w2, 3: simd_w3, 4: simd_w4}
-
-
-@njit(cache=True, parallel=True)
-def simd_half(X, D, Vt, n_chunks):
-    """4 columns in ``<4 x double>`` vectors (AVX-512 runs them at the same FMA rate as full
-    ones), 16 rows per step: a single vector of ``m = 4`` is bound by memory, and this kernel,
-    with its prefetch, streams ``X`` faster than ``hvp_m4``."""
-    return _product(X, D, Vt, n_chunks, 16, 1, HALF_LANES)
