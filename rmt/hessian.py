@@ -121,8 +121,8 @@ class Hessian:
     def matmat(self, V) -> np.ndarray:
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``.
 
-        Dispatches on the block's ``b*m`` columns and on ``m``: explicit-SIMD kernels for 4, 8,
-        16, 24 or 32 columns (``rmt.kernels.simd``), else unrolled kernels for ``m <= 4``
+        Dispatches on the block's ``b*m`` columns and on ``m``: explicit-SIMD kernels for 8, 16,
+        24 or 32 columns (``rmt.kernels.simd``), else unrolled kernels for ``m <= 4``
         (``rmt.kernels.hvp_small``), else the generic ``rmt.kernels.hessian.hvp_fused``; all
         take the whole block at once.
         """

@@ -200,7 +200,7 @@ def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_r
 
     The default block, ``min(k, 2)``, is the cheapest block in passes times cost per pass at
     ``m*d = 16000`` (benchmarks/RESULTS.md): a Hessian product on 2, 3, 4, 8 vectors costs
-    1.05-1.15, 2.0, 2.1, 3.8 single products (explicit-SIMD kernels for 4-32 columns) and the
+    1.05-1.16, 2.0, 2.1, 3.8 single products (explicit-SIMD kernels for 8-32 columns) and the
     5 smallest pairs take 32-33, 27-28, 27-28, 22-23 passes, against 42-45 for single-vector
     ``"lanczos"``: 36, 55, 58, 86 single-product equivalents against 44."""
     block = min(k, 2) if block is None else block

@@ -210,7 +210,7 @@ def stream_pass(X):
 def hvp_kernel(m: int, columns: int | None = None):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
-    Blocks of 4, 8, 16, 24 or 32 columns go to the explicit-SIMD kernels of ``simd.py`` (on
+    Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD kernels of ``simd.py`` (on
     CPUs with AVX-512); the others to the unrolled kernel of ``hvp_small`` for small ``m``,
     else the generic one.
     Every kernel has the signature and result of :func:`hvp_fused`.
