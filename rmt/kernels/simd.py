@@ -16,7 +16,7 @@ the columns in the vector lanes instead, with the loop over ``d`` scalar:
 reads, into L1 (``R / 8`` prefetches per step: every row advances one line per 8 steps).  The
 hardware prefetcher alone left DRAM latency exposed: a block of 2 vectors of ``m = 4`` ran
 22-28% above its compute floor on two threads (15% on one), though rows already in L3 ran at
-the floor; with this prefetch 12-15% (7%).  ``axpy_rows`` reads the same rows again from
+the floor; with this prefetch 8-15% (7%).  ``axpy_rows`` reads the same rows again from
 cache (benchmarks/RESULTS.md).  ``R`` and ``W`` are compile-time
 constants (literal arguments of the intrinsics; one compiled wrapper per ``W``), so every width
 gets its own unrolled code.  The scratch arrays start on 64-byte boundaries, so that a row of
