@@ -184,6 +184,18 @@ def moments_source(m):
     return "\n".join(out) + "\n"
 
 
+def _spike_node_lines(m):
+    """The per-node lines the spike kernels share: ``D_i``, ``F_i`` (with the singular-node
+    count) and ``T = Gp F_i``; and, by vech pair, the expression of ``vech(F_i Gp F_i)``."""
+    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
+    for a in range(m):  # T = Gp F
+        for b in range(m):
+            terms = " + ".join(f"{_sym('h', a, c)} * {_sym('f', c, b)}" for c in range(m))
+            body.append(f"y{a}{b} = {terms}")
+    fgf = [" + ".join(f"{_sym('f', a, c)} * y{c}{b}" for c in range(m)) for a, b in vech_pairs(m)]
+    return body, fgf
+
+
 def spike_source(m):
     pairs = vech_pairs(m)
     out = [
@@ -196,15 +208,10 @@ def spike_source(m):
     ]
     out += [f"    h{a}{b} = Gp[{a}, {b}]" for a, b in pairs]
     out += ["    bad = 0", "    for i in range(N):"]
-    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
-    for a in range(m):  # T = Gp F
-        for b in range(m):
-            terms = " + ".join(f"{_sym('h', a, c)} * {_sym('f', c, b)}" for c in range(m))
-            body.append(f"y{a}{b} = {terms}")
+    body, fgf = _spike_node_lines(m)
     for u, (a, b) in enumerate(pairs):
         body.append(f"Fv[{u}, i] = f{a}{b}")
-        terms = " + ".join(f"{_sym('f', a, c)} * y{c}{b}" for c in range(m))
-        body.append(f"FGFv[{u}, i] = {terms}")
+        body.append(f"FGFv[{u}, i] = {fgf[u]}")
     out += ["        " + s for s in body]
     out.append("    return bad")
     return "\n".join(out) + "\n"
@@ -227,14 +234,8 @@ def spike_sums_source(m, n_pairs):
     out += [f"    h{a}{b} = Gp[{a}, {b}]" for a, b in pairs]
     out += [f"    s{k}_{u} = 0.0" for k in range(n_pairs) for u in range(2 * p)]
     out += ["    bad = 0", "    for i in range(N):"]
-    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
-    for a in range(m):  # T = Gp F
-        for b in range(m):
-            terms = " + ".join(f"{_sym('h', a, c)} * {_sym('f', c, b)}" for c in range(m))
-            body.append(f"y{a}{b} = {terms}")
-    for u, (a, b) in enumerate(pairs):
-        terms = " + ".join(f"{_sym('f', a, c)} * y{c}{b}" for c in range(m))
-        body.append(f"q{u} = {terms}")
+    body, fgf = _spike_node_lines(m)
+    body += [f"q{u} = {terms}" for u, terms in enumerate(fgf)]
     for k in range(n_pairs):
         body.append(f"z{k} = ZZ[{k}, i]")
         for u, (a, b) in enumerate(pairs):
