@@ -131,7 +131,8 @@ def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
     new residual block ``Q[:, j+block : j+2 block]`` to the last one, the norm estimate, and
     whether the space is exhausted (a zero column in the new block).
     """
-    W = np.asfortranarray(op.matmat(Q[:, j : j + block]))  # columns contiguous: fast norms
+    # columns contiguous, as the basis kernels read them
+    W = np.asfortranarray(op.matmat(Q[:, j : j + block]))
     if AQ is not None:
         AQ[:, j : j + block] = W
     basis = Q[:, : j + block]

@@ -34,6 +34,8 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 LANES = 8
+#: doubles in a cache line (the prefetch steps in lines, not in lane vectors)
+LINE = 8
 #: how far ahead of its reads ``dot_rows`` prefetches each row, in cache lines (4-5 measured
 #: best: 2 and 8 lose the gain); into L1 (locality 3: prefetches into L2 gained half as much)
 PREFETCH_LINES = 4
@@ -156,9 +158,9 @@ def _row_prefetch(builder, row0, xst, t, nr):
     8 steps.  Past the last row or column they touch the next rows (prefetches never fault)."""
     pfty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
     prefetch = cgutils.get_or_insert_function(builder.module, pfty, "llvm.prefetch.p0i8")
-    per = -(-nr // LANES)
-    first = builder.mul(builder.and_(t, _I64(LANES - 1)), _I64(per))
-    column = builder.mul(builder.add(t, _I64(LANES * PREFETCH_LINES)), xst[1])
+    per = -(-nr // LINE)
+    first = builder.mul(builder.and_(t, _I64(LINE - 1)), _I64(per))
+    column = builder.mul(builder.add(t, _I64(LINE * PREFETCH_LINES)), xst[1])
     for j in range(per):
         row = builder.mul(builder.add(first, _I64(j)), xst[0])
         addr = _at(builder, row0, builder.add(row, column))
@@ -166,13 +168,13 @@ def _row_prefetch(builder, row0, xst, t, nr):
 
 
 def _prologue(context, builder, signature, args, nr):
-    """Unpacked ``X`` (data, strides), ``A`` and ``B`` (data, strides), ``d``, the ``fma``
+    """Strides of ``X``, ``A`` and ``B`` (data, strides), ``d``, the ``fma``
     intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
     xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
     ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
     bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
     rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-    return xd, xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
+    return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
 
 
 @intrinsic
@@ -185,9 +187,7 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W):
     sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
-            context, builder, signature, args, nr
-        )
+        xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(context, builder, signature, args, nr)
         zero = ir.Constant(_VEC, [0.0] * LANES)
         t, pre, body, done = _loop(builder, d, "dot")
         accs = [[builder.phi(_VEC) for _ in range(nw)] for _ in range(nr)]
@@ -231,9 +231,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W):
     sig, nr, nw = typed
 
     def codegen(context, builder, signature, args):
-        xd, xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
-            context, builder, signature, args, nr
-        )
+        xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(context, builder, signature, args, nr)
         coef = [
             [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
                                                         _I64(8 * LANES * w))), _VEC)
