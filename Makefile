@@ -22,7 +22,7 @@ test-all: $(STAMP)
 
 ## make demo: a small end-to-end run; figures and tables go to results/
 demo: $(STAMP)
-	$(PY) -m rmt.demo --out results
+	$(PY) -m rmt.demo --out results/demo
 
 ## make bench: the benchmark scripts (numbers go to benchmarks/RESULTS.md by hand)
 bench: $(STAMP)
@@ -31,8 +31,8 @@ bench: $(STAMP)
 
 ## make lint: ruff check and ruff format --check (ruff comes with the [test] extra)
 lint: $(STAMP)
-	$(PY) -m ruff check rmt tests benchmarks
-	$(PY) -m ruff format --check rmt tests benchmarks
+	$(PY) -m ruff check rmt tests benchmarks tools
+	$(PY) -m ruff format --check rmt tests benchmarks tools
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -8,7 +8,8 @@ The machine is small and shared (see PERFORMANCE.md of the shared guides), so ev
 * records the CPU time that *other* processes used during the measurement
   (:class:`LoadMeter`), prints it, and reruns when it is high (:func:`measure`).
 
-Only numpy and the standard library are needed; numba and threadpoolctl are imported lazily.
+Only numpy and the standard library are needed at import; numba, threadpoolctl and rmt are
+imported lazily.
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ HIGH_LOAD = 0.3
 def set_threads(n: int) -> dict:
     """Set numba's and the BLAS libraries' thread counts to ``n``; return what is in force.
 
+    First :func:`rmt.configure_threads` (OpenMP wait policy and spin count, unless the user set
+    them), since ``numba.set_num_threads`` starts Numba's OpenMP layer, which reads them once.
     The BLAS limit is process-wide (threadpoolctl's ``threadpool_limits`` is kept alive on the
     returned dict under ``"_limiter"``).
     """
     import numba
     from threadpoolctl import threadpool_info, threadpool_limits
 
+    import rmt
+
+    rmt.configure_threads()
     numba.set_num_threads(n)
     limiter = threadpool_limits(limits=n)
     blas = sorted({(p["internal_api"], p["num_threads"]) for p in threadpool_info()})
@@ -86,9 +92,9 @@ def time_round_robin(funcs: dict, repeats: int) -> dict:
     Round-robin order makes the contenders share the same background load, which keeps their
     ratios meaningful on a noisy machine.  Each turn starts with a pause of ``SETTLE`` seconds
     and one untimed call: the thread pools of the previous contender (OpenBLAS spins for about
-    0.1 s after a call, Numba's OpenMP pool too unless OMP_WAIT_POLICY=PASSIVE) would otherwise
-    be charged to whoever runs next (measured: a 19.5 ms fused product read 32-34 ms right
-    after a numpy BLAS call).  Returns ``{name: {"median", "min", "times"}}``.
+    0.1 s after a call, Numba's OpenMP pool too unless ``rmt.configure_threads`` made it
+    passive) would otherwise be charged to whoever runs next (measured: a 19.5 ms fused
+    product read 32-34 ms right after a numpy BLAS call).  Returns ``{name: {"median", "min", "times"}}``.
     """
     times = {name: [] for name in funcs}
     for _ in range(repeats):

@@ -94,7 +94,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
+    print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(
         f"threads: numba {threads['numba']}, blas {threads['blas']}; "
         f"load average before: {os.getloadavg()}"

@@ -29,11 +29,12 @@ import sys
 import tempfile
 
 import numpy as np
+from _kernels import stream_pass
 from _util import fmt_ms, measure, set_threads, wait_for_quiet
 
 import rmt
-from rmt.kernels.hessian import hvp_fused, hvp_kernel, stream_pass
-from rmt.kernels.hvp_small import KERNELS as UNROLLED
+from rmt.kernels._generated.hvp_small import KERNELS as UNROLLED
+from rmt.kernels.hessian import hvp_fused, hvp_kernel
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
 GEMM_N = 2000  # a square DGEMM of this size, timed in the run: the machine's compute ceiling
@@ -249,7 +250,9 @@ def compile_times(m, threads):
 
 def main(argv=None):
     args = parse_args(argv)
+    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
+    print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(f"threads: numba {threads['numba']}, BLAS {threads['blas']}")
     rng = np.random.default_rng(args.seed)
     H = make_hessian(args.n, args.d, args.m, rng)

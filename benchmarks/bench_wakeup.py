@@ -2,9 +2,10 @@
 
     python benchmarks/bench_wakeup.py [--spins 0 10000] [--size 8000] [--repeat 5]
 
-``rmt`` sets ``OMP_WAIT_POLICY=PASSIVE`` (spinning threads slowed LAPACK/OpenBLAS 10-50x) and
-``GOMP_SPINCOUNT=10000``.  libgomp reads both when it loads, so every setting runs in its own
-child process, which measures
+``rmt.configure_threads()`` sets ``OMP_WAIT_POLICY=PASSIVE`` (spinning threads slowed
+LAPACK/OpenBLAS 10-50x) and ``GOMP_SPINCOUNT=10000`` unless the user has set them.  libgomp
+reads both when it loads (at Numba's first parallel kernel), so every setting runs in its own
+child process, with the variables in its environment (they win over the defaults), which measures
 
 * the start of a tiny parallel kernel 100 us after the previous one ended (an iterative solver
   starts a few parallel kernels per step, with that much Python between them);
@@ -28,6 +29,8 @@ import json, statistics, sys, time
 sys.path.insert(0, {bench!r})
 import numpy as np
 import rmt
+settings = rmt.configure_threads()  # keeps the values of the environment below
+assert not settings.applied and not settings.too_late, settings
 from numba import njit, prange
 from bench_eigensolvers import make_hessian
 

@@ -11,8 +11,8 @@ import numba
 import numpy as np
 import pytest
 
+from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
-from rmt.kernels.hvp_small import KERNELS as SMALL
 from rmt.kernels.simd import KERNELS, WIDE_VECTORS, simd_kernel
 
 from .test_hvp_kernels import assert_close, numpy_product, random_problem

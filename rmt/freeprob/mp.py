@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_positive_float
+from ..kernels._generated.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES, SPIKE_SUMS
 from ..kernels.freeprob import (
     min_pd_pivot,
     mp_moments,
@@ -21,7 +22,6 @@ from ..kernels.freeprob import (
     spike_moments,
     weighted_products,
 )
-from ..kernels.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES, SPIKE_SUMS
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from .elementwise import activation, loss
-from .hvp_small import KERNELS as SMALL_M_KERNELS
 from .simd import simd_kernel
 
 ROWS_PER_STEP = 4
@@ -49,8 +49,13 @@ def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out
 
 
 @njit(cache=True, inline="always")
-def _dots4(X, i0, vrow, d):
-    """``(x_{i0+q} . v)`` for ``q = 0..3`` in one loop over ``d`` (four accumulators)."""
+def dots4(X, i0, vrow, d):
+    """``(x_{i0+q} . v)`` for ``q = 0..3``: four dot products of the rows ``i0..i0+3`` of ``X``
+    with ``vrow`` (length ``d``) in one loop over ``d``, four accumulators.
+
+    Each entry of ``vrow`` is loaded once for four products.  Shared by the generic product
+    (:func:`hvp_fused`) and the Lanczos basis projections (``lanczos.basis_coefficients``).
+    """
     x0 = X[i0]
     x1 = X[i0 + 1]
     x2 = X[i0 + 2]
@@ -81,7 +86,7 @@ def _rows_step(X, D, Vt, acc, i0, i1, m, blk, u, r):
     for j in range(m):
         vrow = Vt[c0 + j]
         if nr == ROWS_PER_STEP:
-            u[0, j], u[1, j], u[2, j], u[3, j] = _dots4(X, i0, vrow, d)
+            u[0, j], u[1, j], u[2, j], u[3, j] = dots4(X, i0, vrow, d)
         else:
             for q in range(nr):
                 xrow = X[i0 + q]
@@ -189,30 +194,12 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def stream_pass(X):
-    """Sum of all entries of ``X``, read once in parallel: the one-pass memory-bandwidth floor.
-
-    Benchmarks time it next to the products (the product cannot stream ``X`` faster).
-    ``fastmath`` lets the row sums vectorise, so that memory, not the adds, sets the time.
-    """
-    n, d = X.shape
-    total = 0.0
-    for i in prange(n):
-        row = X[i]
-        s = 0.0
-        for t in range(d):
-            s += row[t]
-        total += s
-    return total
-
-
 def hvp_kernel(m: int, columns: int | None = None):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
     Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD kernels of ``simd.py`` (on
-    CPUs with AVX-512); the others to the unrolled kernel of ``hvp_small`` for small ``m``,
-    else the generic one.
+    CPUs with AVX-512); the others to the unrolled kernel of ``_generated/hvp_small.py`` for
+    small ``m``, else the generic one.
     Every kernel has the signature and result of :func:`hvp_fused`.
     """
     simd = simd_kernel(int(m if columns is None else columns))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hessian import _dots4
+from .hessian import dots4
 
 
 @njit(cache=True, parallel=True)
@@ -50,8 +50,8 @@ def basis_coefficients(Q, W):
     Four columns of ``Q`` per task (each entry of ``W`` loaded once for four products), each
     dot product summed in a fixed order, so the result does not depend on the number of
     threads.  The Lanczos basis is read from memory (every Hessian product streams ``X``
-    through the caches), and on 2 threads this reads it faster than single-threaded BLAS;
-    multithreaded BLAS would leave spinning threads behind.
+    through the caches), so this is a bandwidth-bound parallel read; multithreaded BLAS would
+    leave spinning threads behind.
     """
     N, b = W.shape
     j = Q.shape[1]
@@ -60,7 +60,7 @@ def basis_coefficients(Q, W):
         c0 = 4 * g
         if c0 + 4 <= j:
             for k in range(b):  # the columns of Q are the rows of Q.T
-                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = _dots4(Q.T, c0, W[:, k], N)
+                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = dots4(Q.T, c0, W[:, k], N)
         else:
             for c in range(c0, j):
                 for k in range(b):
@@ -83,7 +83,7 @@ def subtract_combination(Q, H, W, first=0):
 
     Each row block of ``W`` is copied into a local buffer, which stays in L1 while the columns
     of ``Q`` stream past it (the store to ``W`` itself, which LLVM cannot prove distinct from
-    ``Q``, kept the loop from vectorising: 2.7x slower)."""
+    ``Q``, kept the loop from vectorising)."""
     N, b = W.shape
     j = Q.shape[1]
     blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK

@@ -1,6 +1,6 @@
 """Block Hessian products with explicit SIMD: ``<8 x double>`` micro-kernels in LLVM IR.
 
-The fused kernels of ``hessian.py``/``hvp_small.py`` leave the vectorisation to LLVM, which
+The fused kernels of ``hessian.py``/``_generated/hvp_small.py`` leave the vectorisation to LLVM, which
 vectorises along ``d`` (one accumulator per row and column) and runs out of registers once a
 block has more than a few columns.  For blocks of ``C = b*m >= 8`` columns this module keeps
 the columns in the vector lanes instead, with the loop over ``d`` scalar:
@@ -14,12 +14,11 @@ the columns in the vector lanes instead, with the loop over ``d`` scalar:
 
 ``dot_rows`` prefetches each of its ``R`` rows ``PREFETCH_LINES`` cache lines ahead of its
 reads, into L1 (``R / 8`` prefetches per step: every row advances one line per 8 steps).  The
-hardware prefetcher alone left DRAM latency exposed: a block of 2 vectors of ``m = 4`` ran
-22-28% above its compute floor on two threads (15% on one), though rows already in L3 ran at
-the floor; with this prefetch 8-15% (7%).  ``axpy_rows`` reads the same rows again from
-cache (benchmarks/RESULTS.md).  ``R`` and ``W`` are compile-time
-constants (literal arguments of the intrinsics; one compiled wrapper per ``W``), so every width
-gets its own unrolled code.  The scratch arrays start on 64-byte boundaries, so that a row of
+hardware prefetcher alone left DRAM latency exposed: rows already in L3 ran at the compute
+floor, rows from memory well above it; the prefetch closes most of that gap (the figures are in
+benchmarks/RESULTS.md).  ``axpy_rows`` reads the same rows again from cache.  ``R`` and ``W``
+are compile-time constants (literal arguments of the intrinsics; one compiled wrapper per
+``W``), so every width gets its own unrolled code.  The scratch arrays start on 64-byte boundaries, so that a row of
 8 lanes is one cache line.  The row chunks are those of ``hvp_fused`` (fixed ``n_chunks``,
 summed in order), so results do not depend on the number of threads.  Works with any strides
 of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
@@ -335,7 +334,7 @@ def _product(X, D, Vt, n_chunks, R, W):
 
 
 # One compiled kernel per lane-vector count W, with R W <= 24 accumulators (R = 16 rows for
-# W = 1: 16 rows of d = 4000 are 512 kB, half of this machine's L2 per core); each has the
+# W = 1: 16 rows of d = 4000 are 512 kB, which fits in a core's L2 cache); each has the
 # signature ``(X, D, Vt, n_chunks)`` of ``hessian.hvp_fused``.
 @njit(cache=True, parallel=True)
 def simd_w1(X, D, Vt, n_chunks):
