@@ -37,10 +37,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _kernels import stream_pass
 from _util import LoadMeter, fmt_ms, measure, set_threads
 
 import rmt
-from rmt.kernels.hessian import stream_pass
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GB = 1e9
@@ -201,7 +201,7 @@ def bench_throughput(args):
         mm = np.load(path, mmap_mode="c")
         for _ in range(2):  # warm the page cache (and map the pages)
             stream_pass(mm)
-        Hs = rmt.StreamingHessian(net, path, y, W)
+        Hs = rmt.StreamingHessian(net, rmt.RowData(path, y), W)
         Hm = rmt.Hessian(net, rmt.Dataset(np.load(path), y), W)
         rng = np.random.default_rng(3)
         rows = {}
@@ -266,7 +266,8 @@ def _streaming_memory_child(path, args):
         "with B.MemorySampler() as s:\n"
         "    d = np.load(%r, mmap_mode='r').shape[1]\n"
         "    W = np.random.default_rng(2).standard_normal((d, 4)) / np.sqrt(d)\n"
-        "    H = rmt.StreamingHessian(rmt.TwoLayerNet(4, 'tanh', 'square'), %r, y, W)\n"
+        "    net = rmt.TwoLayerNet(4, 'tanh', 'square')\n"
+        "    H = rmt.StreamingHessian(net, rmt.RowData(%r, y), W)\n"
         "    for b in (1, 8, 1): H.matmat(np.ones((4 * d, b)))\n"
         "print(json.dumps(dict(peak_anon=s.peak_anon, peak_file=s.peak_file, base_anon=s.base_anon, "
         "base_file=s.base_file, "
@@ -312,7 +313,7 @@ def bench_distributed(args):
         distributed.Client(cl) as client,
     ):
         t0 = time.perf_counter()
-        Hd = rmt.DistributedHessian(net, data.X, data.y, W, client)
+        Hd = rmt.DistributedHessian(net, data, W, client=client)
         t_build = time.perf_counter() - t0
         rows = {}
         for b in args.blocks:
@@ -386,7 +387,7 @@ def bench_eigs(args):
     try:
         with MemorySampler(0.05) as mem, LoadMeter() as load:
             io0, t0 = _disk_read_bytes(), time.perf_counter()
-            H = rmt.StreamingHessian(net, path, y, W)
+            H = rmt.StreamingHessian(net, rmt.RowData(path, y), W)
             t_build = time.perf_counter() - t0
             res = rmt.extreme_eigs(
                 H,
@@ -457,7 +458,8 @@ def bench_passes(args):
     try:
         with MemorySampler(0.05) as mem, LoadMeter() as load:
             io0, t0 = _disk_read_bytes(), time.perf_counter()
-            H = rmt.StreamingHessian(rmt.TwoLayerNet(m, "tanh", "square"), path, y, W)
+            net = rmt.TwoLayerNet(m, "tanh", "square")
+            H = rmt.StreamingHessian(net, rmt.RowData(path, y), W)
             t_build, times = time.perf_counter() - t0, []
             for _ in range(args.passes):
                 t1 = time.perf_counter()

@@ -6,9 +6,10 @@ function is asked to use it, and then says how to install it when it is missing.
 - ``run_tasks(func, tasks, scheduler)`` runs ``func(*task)`` for every task, serially or as one
   Dask task each, and hands every result to ``on_result`` in the calling process as soon as it
   arrives, exactly once.  A task whose worker dies is rerun by the scheduler.
-- ``DistributedHessian`` keeps row shards ``X_s`` of ``X`` and their curvature blocks ``D_s`` on
-  the workers (scattered once).  A product sends ``V`` and gets back ``X_s^T R_s`` per shard
-  (THEORY.md section 2):  ``H V = (1/n) sum_s X_s^T R_s + weight_decay V``.
+- ``DistributedHessian(net, data, W, weight_decay, client=client)`` keeps row shards ``X_s`` of
+  ``X`` and their curvature blocks ``D_s`` on the workers (scattered once).  A product sends
+  ``V`` and gets back ``X_s^T R_s`` per shard (THEORY.md section 2):
+  ``H V = (1/n) sum_s X_s^T R_s + weight_decay V``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import uuid
 
 import numpy as np
 
-from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .hessian import SelfAdjointOperator, finish_product, stack_block
-from .kernels.hessian import default_chunks, fused_product
+from ._validation import check_nonneg_float, check_positive_int
+from .hessian import finish_product, neuron_rows
+from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
-from .streaming import open_rows, read_rows
+from .operator import SymmetricOperator
+from .streaming import DENSE_MAX_BYTES, as_row_data, open_rows, read_rows
 
 INSTALL_HINT = 'pip install "rmt[dist]"  (from a checkout: pip install -e ".[dist]")'
 
@@ -217,7 +219,7 @@ def _shard_curvature(shard: _Shard) -> np.ndarray:
     return shard.D
 
 
-class DistributedHessian(SelfAdjointOperator):
+class DistributedHessian(SymmetricOperator):
     """First-layer Hessian with the rows of ``X`` sharded across Dask workers.
 
         H V = (1/n) sum_s X_s^T R_s + weight_decay V,     row i of R_s: r_i = (x_i^T V) D_i
@@ -226,40 +228,40 @@ class DistributedHessian(SelfAdjointOperator):
     (``D_s`` is computed on its worker).  A product scatters ``Vt`` (``b m x d``) to the workers,
     runs the fused Numba kernel on every shard and gathers the partial sums: per product it
     moves ``d m b`` floats out to each worker and back from each shard, never ``X``.  It is a
-    symmetric float64 scipy ``LinearOperator``; block products (``matmat``) cost one round trip.
+    :class:`rmt.operator.SymmetricOperator`; block products (``matmat``) cost one round trip.
 
     Parameters
     ----------
     net : TwoLayerNet
-    X : ndarray (n, d), or path to an ``.npy`` file, or any source ``rmt.StreamingHessian``
-        accepts.  An array is read shard by shard here and scattered; a path is opened by each
-        worker, which reads its own rows (the path must be visible to every worker).
-    y : array_like (n,)
+    data : rmt.Dataset, rmt.RowData, or any object with ``X`` and ``y``
+        As for ``rmt.Hessian`` and ``rmt.StreamingHessian``.  An in-memory ``X`` (or any
+        source ``RowData`` accepts) is read shard by shard here and scattered; an ``X`` given
+        as a path to an ``.npy`` file (``rmt.RowData("X.npy", y)``) is opened by each worker,
+        which reads its own rows (the path must be visible to every worker).
     W : array_like (d, m)
-    client : distributed.Client
     weight_decay : float
+    client : distributed.Client
+        Keyword only.
     n_shards : int, optional
         Default: the number of workers.  Each shard must fit in its worker's memory.
 
     Attributes
     ----------
+    data : RowData
     n_matvec, n_passes : int
         Vectors multiplied and calls of the product (a block counts one).
     """
 
-    def __init__(self, net: TwoLayerNet, X, y, W, client, weight_decay=0.0, n_shards=None):
+    def __init__(self, net: TwoLayerNet, data, W, weight_decay=0.0, *, client, n_shards=None):
         distributed = require_distributed("DistributedHessian")
         if not isinstance(client, distributed.Client):
             raise TypeError(f"client must be a distributed.Client; got {type(client).__name__}")
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
         self.client = client
-        from_path = isinstance(X, (str, os.PathLike))
-        source = open_rows(X)
-        self.n, self.d = (int(s) for s in source.shape)
-        self.y = as_float_array(y, "y", ndim=1)
-        if self.y.shape[0] != self.n:
-            raise ValueError(f"y must have one label per row of X ({self.n}); got {len(self.y)}")
+        self.data = as_row_data(data)
+        self.y = self.data.y
+        self.n, self.d = self.data.n, self.data.d
         self.net, self.m = net, net.width
         self.W = net.check_weights(W, self.d)
         self.weight_decay = check_nonneg_float(weight_decay, "weight_decay")
@@ -271,24 +273,21 @@ class DistributedHessian(SelfAdjointOperator):
         self.bounds = [
             (s * self.n // n_shards, (s + 1) * self.n // n_shards) for s in range(n_shards)
         ]
-        self.shards = [
-            self._place(s, os.fspath(X) if from_path else source) for s in range(n_shards)
-        ]
+        self.shards = [self._place(s) for s in range(n_shards)]
         distributed.wait(self.shards)
-        self.n_matvec = 0
-        self.n_passes = 0
-        super().__init__(np.float64, (self.m * self.d, self.m * self.d))
+        super().__init__((self.m * self.d, self.m * self.d))
 
-    def _place(self, s, source):
+    def _place(self, s):
         """Future of shard ``s`` built on worker ``s mod n_workers``."""
         lo, hi = self.bounds[s]
         worker = [self.workers[s % len(self.workers)]]
         args = (self.y[lo:hi], self.W, self.net)
-        if isinstance(source, str):
+        if self.data.path is not None:
             return self.client.submit(
-                _load_shard, source, lo, hi, *args, workers=worker, pure=False
+                _load_shard, self.data.path, lo, hi, *args, workers=worker, pure=False
             )
-        X_s = self.client.scatter(np.array(read_rows(source, lo, hi)), workers=worker, hash=False)
+        rows = np.array(read_rows(self.data.X, lo, hi))
+        X_s = self.client.scatter(rows, workers=worker, hash=False)
         return self.client.submit(_build_shard, X_s, *args, workers=worker, pure=False)
 
     def __repr__(self):
@@ -306,7 +305,7 @@ class DistributedHessian(SelfAdjointOperator):
 
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``: one scatter and one gather."""
-        Vt = stack_block(self, V)
+        Vt = neuron_rows(V, self.m, self.d)
         vt = self.client.scatter(Vt, broadcast=True, hash=False)
         parts = self.client.gather(
             [self.client.submit(_shard_product, s, vt, pure=False) for s in self.shards]
@@ -314,7 +313,14 @@ class DistributedHessian(SelfAdjointOperator):
         out = parts[0]
         for p in parts[1:]:
             out += p
-        return finish_product(self, out, Vt)
+        return finish_product(out, Vt, self.m, self.n, self.weight_decay)
+
+    def to_dense(self) -> np.ndarray:
+        """Dense ``(m d) x (m d)`` matrix: the reference kernel on this process's ``X`` and the
+        gathered ``D`` for ``X`` up to ``DENSE_MAX_BYTES``, else products on the identity."""
+        if self.n * self.d * 8 > DENSE_MAX_BYTES:
+            return super().to_dense()
+        return dense_hessian(read_rows(self.data.X, 0, self.n), self.D, self.weight_decay)
 
     def close(self):
         """Release the shards on the workers."""

@@ -1,13 +1,15 @@
 """The first-layer Hessian over an ``X`` kept out of memory, product by row blocks.
 
-``StreamingHessian`` is ``rmt.Hessian`` (THEORY.md section 2) for an ``X`` in chunked storage:
+``StreamingHessian(net, data, W)`` is ``rmt.Hessian`` (THEORY.md section 2) for an ``X`` in
+chunked storage, where ``data`` is an ``rmt.Dataset`` or a :class:`RowData` (``X`` out of memory,
+``y`` in memory):
 
     H V = (1/n) sum_blocks X_b^T R_b + weight_decay V,    row i of R_b: r_i = (x_i^T V) D_i.
 
 Each block ``X_b`` (``block_rows`` rows) is read, passed through the same Numba kernel as the
 in-memory product (``rmt.kernels.hessian.fused_product``), and dropped.  Only ``D`` (``n x m x m``),
 ``y`` and the accumulator (``b m x d``) stay in memory, so the working set is one block plus
-those.  ``X`` may be
+those.  ``X`` (of a ``RowData``) may be
 
 - a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 blocks are used without a copy),
 - a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="r")`` (a shared
@@ -31,20 +33,21 @@ import os
 import numpy as np
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .hessian import SelfAdjointOperator, finish_product, stack_block
+from .hessian import finish_product, neuron_rows
 from .kernels.hessian import default_chunks, dense_hessian, fused_product
 from .network import TwoLayerNet
+from .operator import SymmetricOperator
 
 #: Default bytes of ``X`` per block when blocks must be copied (zarr, h5py, non-float64).
 DEFAULT_BLOCK_BYTES = 256 * 2**20
 
 #: Default bytes per block when blocks are views (float64 C-order ndarray or memmap): a view
 #: costs no private memory, and every block is one parallel region of the kernel, whose
-#: threads wait for the slowest one: on a loaded machine that costs tens of milliseconds per
-#: block (benchmarks/RESULTS.md, scale-out section), so views get few, large blocks.
+#: threads wait for the slowest one, which on a loaded machine costs a wait per block
+#: (measured in benchmarks/RESULTS.md, scale-out section), so views get few, large blocks.
 DEFAULT_VIEW_BLOCK_BYTES = 2 * 2**30
 
-#: ``to_dense`` refuses an ``X`` larger than this (it loads ``X`` into memory).
+#: ``to_dense`` loads an ``X`` up to this size; beyond, it streams products on the identity.
 DENSE_MAX_BYTES = 2**30
 
 
@@ -77,6 +80,52 @@ def read_rows(X, lo: int, hi: int) -> np.ndarray:
     if blk.dtype != np.float64 or not blk.flags.c_contiguous:
         blk = np.ascontiguousarray(blk, dtype=np.float64)
     return blk
+
+
+class RowData:
+    """Samples ``X`` (``n x d``) that may stay out of memory, with their labels ``y`` (``n``).
+
+    What ``StreamingHessian`` and ``DistributedHessian`` take besides an ``rmt.Dataset``: ``X``
+    is any source of the module docstring (an ndarray, a memmap, a path to an ``.npy`` file, a
+    zarr or h5py array); it is opened by :func:`open_rows`, never loaded.  ``y`` is kept in
+    memory as float64.
+
+    Attributes
+    ----------
+    X : row-sliceable 2-d array
+        The opened source (a path becomes a read-only memmap).
+    y : ndarray (n,)
+    path : str or None
+        The ``.npy`` path when ``X`` was given as one (``DistributedHessian`` workers open it).
+    """
+
+    def __init__(self, X, y):
+        self.path = os.fspath(X) if isinstance(X, (str, os.PathLike)) else None
+        self.X = open_rows(X)
+        self.y = as_float_array(y, "y", ndim=1)
+        if self.y.shape[0] != self.X.shape[0]:
+            raise ValueError(
+                f"y must have one label per row of X ({self.X.shape[0]}); got {len(self.y)}"
+            )
+
+    n = property(lambda self: int(self.X.shape[0]))
+    d = property(lambda self: int(self.X.shape[1]))
+
+    def __repr__(self):
+        source = repr(self.path) if self.path else type(self.X).__name__
+        return f"RowData(n={self.n}, d={self.d}, X={source})"
+
+
+def as_row_data(data) -> RowData:
+    """``data`` as a :class:`RowData`: itself, or built from its ``X`` and ``y`` (a Dataset)."""
+    if isinstance(data, RowData):
+        return data
+    if not (hasattr(data, "X") and hasattr(data, "y")):
+        raise TypeError(
+            "data must be an rmt.Dataset, an rmt.RowData or an object with X and y; "
+            f"got {type(data).__name__}"
+        )
+    return RowData(data.X, data.y)
 
 
 def default_block_rows(X) -> int:
@@ -127,22 +176,21 @@ def block_product(X, D, Vt, block_rows: int, n_chunks: int, reverse=False) -> np
     return out
 
 
-class StreamingHessian(SelfAdjointOperator):
+class StreamingHessian(SymmetricOperator):
     """First-layer Hessian whose products stream ``X`` in row blocks (THEORY.md section 2).
 
         H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
 
-    Same API as ``rmt.Hessian`` (``D``, ``shape``, ``matvec``, ``matmat``,
-    ``as_linear_operator``, ``n_matvec``, ``n_passes``), and it *is* a scipy
-    ``LinearOperator``, so ``rmt.extreme_eigs`` and ``scipy.sparse.linalg.eigsh`` take it.
+    Same arguments and API as ``rmt.Hessian`` (``D``, ``shape``, ``matvec``, ``matmat``,
+    ``to_dense``, ``n_matvec``, ``n_passes``); a :class:`rmt.operator.SymmetricOperator`, so
+    ``rmt.extreme_eigs`` and ``scipy.sparse.linalg.eigsh`` take it.
 
     Parameters
     ----------
     net : TwoLayerNet
-    X : ndarray, memmap, path to ``.npy``, or zarr/h5py array (``n x d``)
-        See the module docstring.  It is never loaded whole.
-    y : array_like (n,)
-        Labels, kept in memory.
+    data : rmt.Dataset, RowData, or any object with ``X`` and ``y``
+        ``X`` (``n x d``): an ndarray, memmap, path to ``.npy``, or zarr/h5py array (see the
+        module docstring); it is never loaded whole.  ``y`` (``n``) is kept in memory.
     W : array_like (d, m)
         First-layer weights.
     weight_decay : float
@@ -153,16 +201,19 @@ class StreamingHessian(SelfAdjointOperator):
         accumulators, plus ``block_rows * d * 8`` bytes when blocks are copied.  The pages of
         a memmap are the operating system's page cache: they show in the RSS, and are
         reclaimable.
+
+    Attributes
+    ----------
+    data : RowData
+        The samples (``data.X`` opened, ``data.y``); ``X`` and ``y`` are the same arrays.
     """
 
-    def __init__(self, net: TwoLayerNet, X, y, W, weight_decay=0.0, block_rows=None):
+    def __init__(self, net: TwoLayerNet, data, W, weight_decay=0.0, *, block_rows=None):
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
-        self.X = open_rows(X)
-        self.n, self.d = (int(s) for s in self.X.shape)
-        self.y = as_float_array(y, "y", ndim=1)
-        if self.y.shape[0] != self.n:
-            raise ValueError(f"y must have one label per row of X ({self.n}); got {len(self.y)}")
+        self.data = as_row_data(data)
+        self.X, self.y = self.data.X, self.data.y
+        self.n, self.d = self.data.n, self.data.d
         self.net = net
         self.m = net.width
         self.W = net.check_weights(W, self.d)
@@ -172,9 +223,7 @@ class StreamingHessian(SelfAdjointOperator):
         self.block_rows = check_positive_int(block_rows, "block_rows")
         self.n_chunks = default_chunks()
         self.D = curvature_by_blocks(net, self.X, self.y, self.W, self.block_rows)
-        self.n_matvec = 0
-        self.n_passes = 0
-        super().__init__(np.float64, (self.m * self.d, self.m * self.d))
+        super().__init__((self.m * self.d, self.m * self.d))
 
     def __repr__(self):
         return (
@@ -184,20 +233,17 @@ class StreamingHessian(SelfAdjointOperator):
 
     def _matmat(self, V):
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``."""
-        Vt = stack_block(self, V)
+        Vt = neuron_rows(V, self.m, self.d)
         # alternate the block order: a file larger than the page cache then rereads from
         # disk only what the previous pass evicted, not all of it (LRU and a cyclic scan)
         # (the pass that computed D went forward, so the first product goes backward)
         reverse = self.n_passes % 2 == 0
         out = block_product(self.X, self.D, Vt, self.block_rows, self.n_chunks, reverse)
-        return finish_product(self, out, Vt)
+        return finish_product(out, Vt, self.m, self.n, self.weight_decay)
 
     def to_dense(self) -> np.ndarray:
-        """Dense ``(m d) x (m d)`` matrix by the reference kernel; only for ``X`` up to 1 GiB."""
-        nbytes = self.n * self.d * 8
-        if nbytes > DENSE_MAX_BYTES:
-            raise ValueError(
-                f"to_dense loads X into memory; X has {nbytes / 2**30:.1f} GiB, the limit is "
-                f"{DENSE_MAX_BYTES / 2**30:.0f} GiB"
-            )
+        """Dense ``(m d) x (m d)`` matrix: the reference kernel for ``X`` up to
+        ``DENSE_MAX_BYTES`` (it loads ``X``), else products on the identity (streamed)."""
+        if self.n * self.d * 8 > DENSE_MAX_BYTES:
+            return super().to_dense()
         return dense_hessian(read_rows(self.X, 0, self.n), self.D, self.weight_decay)

@@ -45,7 +45,7 @@ def _rel_err(a, b):
 def test_sharded_product_matches_in_memory(client, rng, n_shards):
     data, net, W = _problem(rng)
     H = rmt.Hessian(net, data, W, weight_decay=0.25)
-    with DistributedHessian(net, data.X, data.y, W, client, 0.25, n_shards=n_shards) as Hd:
+    with DistributedHessian(net, data, W, 0.25, client=client, n_shards=n_shards) as Hd:
         assert len(Hd.shards) == (n_shards or 2)
         np.testing.assert_allclose(Hd.D, H.D, rtol=1e-13, atol=1e-14)
         V = rng.standard_normal((M * D_DIM, 4))
@@ -58,8 +58,33 @@ def test_shards_loaded_by_workers_from_npy(client, rng, tmp_path):
     data, net, W = _problem(rng, activation="cubic", loss="huber")
     np.save(tmp_path / "X.npy", data.X)
     dense = rmt.Hessian(net, data, W, weight_decay=0.1).to_dense()
-    Hd = DistributedHessian(net, tmp_path / "X.npy", data.y, W, client, 0.1, n_shards=3)
+    source = rmt.RowData(tmp_path / "X.npy", data.y)
+    Hd = DistributedHessian(net, source, W, 0.1, client=client, n_shards=3)
+    assert Hd.data.path == str(tmp_path / "X.npy")
     assert_operator_matches_dense(Hd, dense, rng, rtol=1e-12)
+    np.testing.assert_allclose(Hd.to_dense(), dense, rtol=0, atol=1e-12 * np.abs(dense).max())
+
+
+def test_same_arguments_as_hessian_and_streaming(client, rng, tmp_path, monkeypatch):
+    """``(net, data, W, weight_decay)`` with a Dataset or an out-of-core source: the three
+    operators agree with ``Hessian.to_dense()``, also through the generic ``to_dense``."""
+    import rmt.distributed
+
+    data, net, W = _problem(rng, activation="softplus", loss="huber")
+    np.save(tmp_path / "X.npy", data.X)
+    dense = rmt.Hessian(net, data, W, 0.3).to_dense()
+    Hs = rmt.StreamingHessian(net, rmt.RowData(tmp_path / "X.npy", data.y), W, 0.3)
+    np.testing.assert_allclose(Hs.to_dense(), dense, rtol=0, atol=1e-12 * np.abs(dense).max())
+    memmap = rmt.RowData(np.load(tmp_path / "X.npy", mmap_mode="r"), data.y)
+    for source in (data, memmap):
+        with DistributedHessian(net, source, W, 0.3, client=client, n_shards=3) as Hd:
+            assert Hd.data.path is None
+            assert_operator_matches_dense(Hd, dense, rng, rtol=1e-12)
+            with monkeypatch.context() as patch:
+                patch.setattr(rmt.distributed, "DENSE_MAX_BYTES", 0)  # products on I
+                generic = Hd.to_dense()
+            assert Hd.n_passes == 6 + 2  # the check above, then 57 columns in blocks of 32
+            np.testing.assert_allclose(generic, dense, rtol=0, atol=1e-12 * np.abs(dense).max())
 
 
 def test_smallest_eigenvalues_on_sharded_operator(client, rng):
@@ -68,7 +93,7 @@ def test_smallest_eigenvalues_on_sharded_operator(client, rng):
     data, net, W = _problem(rng)
     dense = rmt.Hessian(net, data, W).to_dense()
     expected = np.linalg.eigvalsh(dense)[:3]
-    Hd = DistributedHessian(net, data.X, data.y, W, client)
+    Hd = DistributedHessian(net, data, W, client=client)
     res = rmt.extreme_eigs(Hd, k=3, which="smallest", method="block_lanczos", tol=1e-10, rng=1)
     np.testing.assert_allclose(res.values, expected, atol=1e-8)
     assert res.n_passes < res.n_matvec  # blocks: fewer round trips than vectors
@@ -79,7 +104,9 @@ def test_smallest_eigenvalues_on_sharded_operator(client, rng):
 def test_bad_client_message(rng):
     data, net, W = _problem(rng)
     with pytest.raises(TypeError, match="distributed.Client"):
-        DistributedHessian(net, data.X, data.y, W, client="tcp://nowhere")
+        DistributedHessian(net, data, W, client="tcp://nowhere")
+    with pytest.raises(TypeError, match="positional"):
+        DistributedHessian(net, data, W, 0.0, "tcp://nowhere")  # client is keyword-only
 
 
 # -- run_tasks ------------------------------------------------------------------------------

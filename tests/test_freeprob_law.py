@@ -98,6 +98,45 @@ def test_from_hessian_is_the_empirical_law(rng):
     np.testing.assert_allclose(law.zhat @ coef, U, atol=1e-10)
 
 
+def test_from_hessian_takes_any_operator_with_the_protocol(tmp_path, rng):
+    """``from_hessian`` needs ``data.X``, ``D``, ``W`` and ``weight_decay``, not the class: a
+    StreamingHessian over a memmap and a plain namespace give the law of ``from_sample``."""
+    from types import SimpleNamespace
+
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    data = PHASE.sample(250, 30, rng)
+    W = rng.standard_normal((30, 2)) / np.sqrt(30)
+    reference = rmt.SpikeLaw.from_hessian(rmt.Hessian(net, data, W, 0.05), data.theta)
+    np.save(tmp_path / "X.npy", data.X)
+    streaming = rmt.StreamingHessian(net, rmt.RowData(tmp_path / "X.npy", data.y), W, 0.05)
+    plain = SimpleNamespace(data=data, D=streaming.D, W=W, weight_decay=0.05)
+    direct = rmt.SpikeLaw.from_sample(data.X, streaming.D, W, data.theta, shift=0.05)
+    for law in (
+        rmt.SpikeLaw.from_hessian(streaming, data.theta),
+        rmt.SpikeLaw.from_hessian(plain, data.theta),
+        direct,
+    ):
+        np.testing.assert_allclose(law.zhat, reference.zhat, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(law.D, reference.D, rtol=1e-13, atol=1e-15)
+        assert (law.shift, law.theta_dims, law.kind) == (0.05, 1, "empirical")
+    with pytest.raises(TypeError, match="data.X, D, W and weight_decay"):
+        rmt.SpikeLaw.from_hessian(SimpleNamespace(D=streaming.D, W=W), data.theta)
+    with pytest.raises(ValueError, match=r"W must have shape \(d=30, m\)"):
+        rmt.SpikeLaw.from_sample(data.X, streaming.D, W[:5], data.theta)
+    with pytest.raises(ValueError, match="orthonormal"):
+        rmt.SpikeLaw.from_sample(data.X, streaming.D, W, 2 * data.theta)
+
+
+def test_freeprob_does_not_import_the_hessian():
+    """The free-probability package knows operators only through the protocol above."""
+    import inspect
+
+    import rmt.freeprob.law
+
+    source = inspect.getsource(rmt.freeprob.law)
+    assert "hessian import" not in source and "rmt.hessian" not in source
+
+
 def test_monte_carlo_law_reports_its_error(rng):
     net = rmt.TwoLayerNet(2, "tanh", "logistic")
     law = rmt.SpikeLaw.from_network(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.eigen.lanczos import REORTH_ETA, _project_out
+from rmt.eigen.lanczos import REORTH_ETA, orthonormalise_block, project_out, spectral_radius
 from rmt.kernels.lanczos import (
     basis_coefficients,
     orthonormalise_small,
@@ -95,12 +95,10 @@ def test_small_orthonormalisation_declines_nearly_dependent_columns(rng):
     assert not orthonormalise_small(
         np.asfortranarray(W[:, :1]), Qn[:, :1], R[:1, :1], REORTH_ETA, 1e3
     )
-    from rmt.eigen.lanczos import _orthonormalise_block
-
     basis = _basis(1500, 5, rng)
     W -= basis @ (basis.T @ W)
     out = np.zeros((1500, 2), order="F")
-    R, exhausted = _orthonormalise_block(W, basis, 1e-13, rng, out)
+    R, exhausted = orthonormalise_block(W, basis, 1e-13, rng, out)
     assert not exhausted
     np.testing.assert_allclose(out.T @ out, np.eye(2), rtol=0, atol=100 * EPS)
     assert np.abs(basis.T @ out).max() <= 100 * EPS
@@ -111,7 +109,7 @@ def test_one_pass_when_little_cancels(rng):
     """A block mostly outside the basis: one pass leaves it orthogonal to working precision."""
     Q = _basis(3000, 20, rng)
     W = np.asfortranarray(rng.standard_normal((3000, 2)))
-    H, out, twice = _project_out(W.copy(order="F"), Q, 16)
+    H, out, twice = project_out(W.copy(order="F"), Q, 16)
     assert not twice
     assert np.abs(Q.T @ out).max() <= 50 * EPS * np.linalg.norm(out, axis=0).min()
     np.testing.assert_allclose(out + Q @ H, W, rtol=0, atol=1e3 * EPS * np.abs(W).max())
@@ -127,7 +125,7 @@ def test_second_pass_when_a_column_nearly_cancels(rng):
     rest = np.linalg.norm(one, axis=0)
     assert np.abs(Q.T @ one).max() > 1e3 * EPS * rest.min()  # the case needs the second pass
     assert np.all(rest < REORTH_ETA * np.linalg.norm(W, axis=0))
-    H, out, twice = _project_out(np.asfortranarray(W), Q, 18)
+    H, out, twice = project_out(np.asfortranarray(W), Q, 18)
     assert twice
     assert np.abs(Q.T @ out).max() <= 50 * EPS * np.linalg.norm(out, axis=0).min()
     np.testing.assert_allclose(Q @ H, W - out, rtol=0, atol=1e3 * EPS * np.abs(W).max())
@@ -167,12 +165,10 @@ def test_without_kept_products_the_check_costs_one_product(monkeypatch, rng):
 
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_spectral_radius_of_the_diagonal_block(size, rng):
-    from rmt.eigen.lanczos import _spectral_radius
-
     for _ in range(20):
         M = rng.standard_normal((size, size))
         M = M + M.T
         np.testing.assert_allclose(
-            _spectral_radius(M), np.abs(np.linalg.eigvalsh(M)).max(), rtol=1e-14
+            spectral_radius(M), np.abs(np.linalg.eigvalsh(M)).max(), rtol=1e-14
         )
-    assert _spectral_radius(np.diag([0.5, -3.0, 1.0])[:size, :size]) == [0.5, 3.0, 3.0][size - 1]
+    assert spectral_radius(np.diag([0.5, -3.0, 1.0])[:size, :size]) == [0.5, 3.0, 3.0][size - 1]

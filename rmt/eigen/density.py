@@ -45,7 +45,8 @@ def spectral_density(A, n_probes=10, steps=60, rng=None, n_grid=512, width=None,
 
     Parameters
     ----------
-    A : rmt.Hessian, scipy LinearOperator or ndarray
+    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator or ndarray
+        Symmetric; an operator whose ``symmetric`` flag is ``True`` costs no probe products.
     n_probes : int
         Rademacher probes (normalised); the estimate's variance falls like ``1/(n_probes N)``.
     steps : int

@@ -136,20 +136,20 @@ def _lanczos_step(op, Q, AQ, S, j, block, anorm, rng):
     if AQ is not None:
         AQ[:, j : j + block] = W
     basis = Q[:, : j + block]
-    H, W, _ = _project_out(W, basis, max(0, j - block))
+    H, W, _ = project_out(W, basis, max(0, j - block))
     diag = 0.5 * (H[j:] + H[j:].T)
     S[: j + block, j : j + block] = H
     S[j : j + block, :j] = H[:j].T
     S[j : j + block, j : j + block] = diag
-    anorm = max(anorm, _spectral_radius(diag))
+    anorm = max(anorm, spectral_radius(diag))
     Qn = Q[:, j + block : j + 2 * block]
-    R, exhausted = _orthonormalise_block(W, basis, 1e-13 * anorm, rng, Qn)
+    R, exhausted = orthonormalise_block(W, basis, 1e-13 * anorm, rng, Qn)
     return j + block, R, anorm, exhausted
 
 
-def _spectral_radius(M):
-    """Largest ``|eigenvalue|`` of the small symmetric ``M`` (closed form up to 2 x 2: this runs
-    every step, where a LAPACK call costs 60 us)."""
+def spectral_radius(M):
+    """Largest ``|eigenvalue|`` of the small symmetric ``M`` (closed form up to 2 x 2, which
+    saves a LAPACK call in every step)."""
     if M.shape[0] == 1:
         return abs(float(M[0, 0]))
     if M.shape[0] == 2:
@@ -158,7 +158,7 @@ def _spectral_radius(M):
     return float(np.max(np.abs(np.linalg.eigvalsh(M))))
 
 
-def _project_out(W, basis, local):
+def project_out(W, basis, local):
     """``W - basis (basis^T W)`` by classical Gram-Schmidt, in place; returns the coefficients,
     ``W`` and whether a second pass over the whole basis ran.
 
@@ -184,7 +184,7 @@ def _gram_schmidt_pass(basis, W):
     return C
 
 
-def _orthonormalise_block(W, basis, threshold, rng, out):
+def orthonormalise_block(W, basis, threshold, rng, out):
     """``W = Qn R`` with ``Qn`` orthonormal and orthogonal to ``basis``, written into ``out``;
     returns ``R`` and whether the space is exhausted (a zero column in ``Qn``).
 
@@ -222,7 +222,7 @@ def _thin_qr(W):
 
 
 def _orthonormalise_columns(W, basis, threshold, rng):
-    """Column-by-column form of :func:`_orthonormalise_block` (Gram-Schmidt twice).
+    """Column-by-column form of :func:`orthonormalise_block` (Gram-Schmidt twice).
 
     A column whose remainder is at most ``threshold`` is deflated: its row of ``R`` is zero
     and it is replaced by a random direction orthogonal to everything so far, or by zero

@@ -1,67 +1,72 @@
-"""Uniform access to the three kinds of input: ``rmt.Hessian``, ``LinearOperator``, ndarray."""
+"""Uniform access to the kinds of input: a ``SymmetricOperator``, a ``LinearOperator``, ndarray.
+
+An operator that declares ``symmetric = True`` (every :class:`rmt.operator.SymmetricOperator`:
+``rmt.Hessian``, ``rmt.StreamingHessian``, ``rmt.DistributedHessian``) is trusted, and its
+``to_dense()``, when it has one, is its fast assembly; any other scipy ``LinearOperator`` is
+probed for symmetry on a random pair of vectors.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ..hessian import Hessian, symmetric_operator
+from ..operator import SymmetricOperator
 
 
-class CountingOperator:
-    """Wraps a symmetric operator, optionally negated, and counts products and passes.
+def declares_symmetric(A) -> bool:
+    """Whether ``A`` declares itself symmetric (``A.symmetric is True``): then it is trusted
+    without probe products."""
+    return getattr(A, "symmetric", False) is True
 
-    ``sign = -1`` turns a "largest" problem into a "smallest" one for the solvers.
+
+class CountingOperator(SymmetricOperator):
+    """``sign * A`` for a checked symmetric ``A``, counting its own products and passes.
+
+    ``sign = -1`` turns a "largest" problem into a "smallest" one for the solvers.  ``A`` is
+    what :func:`check_operator` returned: a float64 ndarray, an operator that declares itself
+    symmetric, or a probed scipy ``LinearOperator``.
     """
 
     def __init__(self, A, sign: float = 1.0):
-        self.shape = A.shape
+        super().__init__(A.shape)
         self.sign = float(sign)
-        self.n_matvec = 0
-        self.n_passes = 0
         self.dense = A if isinstance(A, np.ndarray) else None
-        self.block = isinstance(A, Hessian)
         self._A = A
 
-    def matmat(self, V: np.ndarray) -> np.ndarray:
-        """``sign * A V`` for ``V`` of shape ``(N, b)``, in one call of the product."""
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim == 1:
-            return self.matmat(V[:, None])[:, 0]
-        self.n_matvec += V.shape[1]
-        self.n_passes += 1
+    def _matmat(self, V: np.ndarray) -> np.ndarray:
         if self.dense is not None:
             out = self.dense @ V
         else:
             out = np.asarray(self._A.matmat(V), dtype=np.float64).reshape(V.shape)
-        if self.sign != 1.0:
-            out *= self.sign
-        return out
+        return out if self.sign == 1.0 else self.sign * out
 
-    def matvec(self, v: np.ndarray) -> np.ndarray:
-        """``sign * A v`` for a single vector."""
-        return self.matmat(np.asarray(v, dtype=np.float64).reshape(-1, 1))[:, 0]
-
-    def as_linear_operator(self) -> LinearOperator:
-        """A scipy view that routes every product through the counter."""
-        return symmetric_operator(self)
+    def to_dense(self) -> np.ndarray:
+        """The dense matrix of ``sign * A``: the array itself, ``A.to_dense()`` for an operator
+        that declares itself symmetric, else products on the identity, symmetrised."""
+        if self.dense is not None:
+            return self.sign * self.dense
+        if declares_symmetric(self._A) and callable(getattr(self._A, "to_dense", None)):
+            return self.sign * np.asarray(self._A.to_dense(), dtype=np.float64)
+        dense = super().to_dense()
+        return 0.5 * (dense + dense.T)
 
 
 def check_operator(A, rng, name: str = "A"):
-    """Validate ``A`` (square, float, symmetric) and return it in a multipliable form.
+    """Validate ``A`` (square, real, symmetric) and return it in a multipliable form.
 
-    Dense input is checked exactly (``||A - A^T||_max <= 1e-12 ||A||_max``); an operator is
+    Dense input is checked exactly (``||A - A^T||_max <= 1e-12 ||A||_max``).  An operator whose
+    ``symmetric`` flag is ``True`` is trusted (no products); any other ``LinearOperator`` is
     checked by ``|u^T A v - v^T A u|`` on a random pair, which costs two products.
     """
-    if isinstance(A, Hessian):
-        return A
     if isinstance(A, np.ndarray):
         return _check_dense(A, name)
     if isinstance(A, LinearOperator):
         _check_square(A.shape, name)
         if np.dtype(A.dtype).kind not in "fiu":
             raise TypeError(f"{name} must be a real operator; got dtype {A.dtype}")
-        _check_symmetric_operator(A, rng, name)
+        if not declares_symmetric(A):
+            _check_symmetric_operator(A, rng, name)
         return A
     raise TypeError(
         f"{name} must be an rmt.Hessian, a scipy LinearOperator or a dense ndarray; "

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._validation import check_choice
 from .lanczos import estimate_norm, thick_restart_lanczos
@@ -34,9 +35,10 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
 
     Parameters
     ----------
-    A : rmt.Hessian, scipy LinearOperator or ndarray
-        Symmetric, float64.  A dense array is checked for symmetry exactly, an operator on a
-        random pair of vectors (two products, not counted).
+    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator or ndarray
+        Symmetric, float64.  A dense array is checked for symmetry exactly; an operator whose
+        ``symmetric`` flag is ``True`` is trusted; any other operator is checked on a random
+        pair of vectors (two products, not counted).
     k : int
         Number of pairs: ``1 <= k <= N`` (``k < N`` for ``"arpack"`` and ``"lobpcg"``).
     which : {"smallest", "largest"}
@@ -177,16 +179,11 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
 def _single_threaded_blas():
     """BLAS on one thread for the iterative methods (PRIMME sets its own, dense keeps all).
 
-    Their dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis),
-    where threading costs 30x (1.5 ms against 48 ms for a 64 x 64 ``eigh`` on the loaded
-    2-core machine).  And OpenBLAS threads spin for a while after each call, slowing the
-    Numba product that follows: ARPACK's final ``dseupd`` made the residual product 1.5x
-    slower (86-89 against 58-59 ms at ``m*d = 16000``).  A no-op without threadpoolctl."""
+    Their dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis), where
+    threading costs more than it saves.  And OpenBLAS threads spin for a while after each
+    call, slowing the Numba product that follows (ARPACK's final ``dseupd`` slowed the
+    residual product); benchmarks/RESULTS.md has the measurements."""
     global _BLAS_CONTROLLER
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - threadpoolctl is in the test and bench extras
-        return contextlib.nullcontext()
     if _BLAS_CONTROLLER is None:
         _BLAS_CONTROLLER = ThreadpoolController()
     return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
@@ -198,17 +195,17 @@ _BLAS_CONTROLLER = None
 def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500):
     """Block Lanczos; a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue.
 
-    The default block, ``min(k, 2)``, is the cheapest block in passes times cost per pass at
-    ``m*d = 16000`` (benchmarks/RESULTS.md): a Hessian product on 2, 3, 4, 8 vectors costs
-    1.05-1.16, 2.0, 2.1, 3.8 single products (explicit-SIMD kernels for 8-32 columns) and the
-    5 smallest pairs take 32-33, 27-28, 27-28, 22-23 passes, against 42-45 for single-vector
-    ``"lanczos"``: 36, 55, 58, 86 single-product equivalents against 44."""
+    The default block, ``min(k, 2)``, was the cheapest block in passes times cost per pass in
+    the measurements of benchmarks/RESULTS.md: a larger block needs fewer passes, but a
+    Hessian product on ``b`` vectors costs more than one on a single vector, and beyond
+    ``b = 2`` the saving in passes no longer pays for the dearer product."""
     block = min(k, 2) if block is None else block
     return _solve_lanczos(op, k, tol, rng, ncv, keep, block, max_restarts)
 
 
 def _solve_arpack(op, k, tol, rng, ncv=None, maxiter=None):
-    """``scipy.sparse.linalg.eigsh`` (ARPACK), ``which="SA"``; its test is ``||r|| <= tol |theta|``."""
+    """``scipy.sparse.linalg.eigsh`` (ARPACK), ``which="SA"``; its test is
+    ``||r|| <= tol |theta|``."""
     v0 = rng.standard_normal(op.shape[0])
     try:
         values, vectors = eigsh(
@@ -251,8 +248,6 @@ def _solve_primme(op, k, tol, rng, block=None, maxiter=None):
         import primme
     except ImportError as exc:
         raise ImportError(PRIMME_MISSING) from exc
-    from threadpoolctl import threadpool_limits
-
     options = {} if block is None else {"maxBlockSize": int(block)}
     v0 = rng.standard_normal((op.shape[0], 1))
     with threadpool_limits(1):
@@ -276,21 +271,13 @@ PRIMME_MISSING = (
 
 def _solve_dense(op, k, tol, rng):
     """LAPACK ``eigh`` (``evr``) with ``subset_by_index``; ``||A||`` bounded by ``min(||A||_1,
-    ||A||_F)``.  A Hessian is assembled by its reference kernel, an operator by ``N`` products."""
-    A = _assemble(op)
+    ||A||_F)``.  The matrix comes from ``op.to_dense()``: the array itself, the reference
+    assembly of an operator that declares itself symmetric (``rmt.Hessian``), or products on
+    the identity for any other operator."""
+    A = op.to_dense()
     values, vectors = scipy.linalg.eigh(A, subset_by_index=[0, k - 1], driver="evr")
     bound = min(float(np.max(np.sum(np.abs(A), axis=0))), float(np.linalg.norm(A)))
     return values, vectors, bound, None
-
-
-def _assemble(op):
-    """The dense matrix of ``sign * A``."""
-    if op.dense is not None:
-        return op.sign * op.dense
-    if op.block:
-        return op.sign * op._A.to_dense()
-    dense = op.matmat(np.eye(op.shape[0]))
-    return 0.5 * (dense + dense.T)
 
 
 _SOLVERS = {

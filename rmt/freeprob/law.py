@@ -202,32 +202,54 @@ class SpikeLaw:
 
     @classmethod
     def from_hessian(cls, hessian, theta):
-        """Plug-in (empirical) law of a concrete sample: ``zhat_i = B^T x_i``, ``D_i`` of ``hessian``.
+        """Plug-in (empirical) law of the sample behind a first-layer Hessian.
 
-        ``B`` is an orthonormal basis of ``span(theta, W)`` whose first columns are ``theta``.
-        The weight decay of ``hessian`` becomes ``shift``.
+        ``hessian`` is any object with the attributes of ``rmt.Hessian`` that this needs:
+        ``data.X`` (``n x d`` array: an ndarray or a memmap), ``D`` (``n x m x m``), ``W``
+        (``d x m``) and ``weight_decay`` (``rmt.StreamingHessian`` and ``rmt.DistributedHessian``
+        have them too).  It calls :meth:`from_sample`; the weight decay becomes ``shift``.
         """
-        from ..hessian import Hessian
+        try:
+            X, D, W, shift = hessian.data.X, hessian.D, hessian.W, hessian.weight_decay
+        except AttributeError as exc:
+            raise TypeError(
+                "hessian must have the attributes data.X, D, W and weight_decay (an rmt.Hessian); "
+                f"got {type(hessian).__name__}"
+            ) from exc
+        return cls.from_sample(X, D, W, theta, shift=shift)
 
-        if not isinstance(hessian, Hessian):
-            raise TypeError(f"hessian must be an rmt.Hessian; got {type(hessian).__name__}")
+    @classmethod
+    def from_sample(cls, X, D, W, theta, shift=0.0):
+        """Plug-in (empirical) law of a concrete sample: ``zhat_i = B^T x_i`` with its ``D_i``.
+
+        ``X`` (``n x d``, an ndarray or memmap, read once), ``D`` (``n x m x m``, the curvature
+        blocks at ``W``), ``W`` (``d x m``), ``theta`` (``d x k``, orthonormal columns).  ``B`` is
+        an orthonormal basis of ``span(theta, W)`` whose first columns are ``theta``.
+        """
+        X = np.asarray(X)
+        if X.ndim != 2 or np.dtype(X.dtype).kind not in "fiu":
+            raise ValueError(f"X must be a real 2-d array; got shape {X.shape}, dtype {X.dtype}")
+        d = X.shape[1]
+        W = as_float_array(W, "W", ndim=2)
+        if W.shape[0] != d:
+            raise ValueError(f"W must have shape (d={d}, m); got {W.shape}")
         theta = as_float_array(theta, "theta")
         theta = theta[:, None] if theta.ndim == 1 else theta
-        if theta.shape[0] != hessian.d or not np.allclose(
+        if theta.shape[0] != d or not np.allclose(
             theta.T @ theta, np.eye(theta.shape[1]), atol=1e-8
         ):
-            raise ValueError(f"theta must be (d={hessian.d}, k) with orthonormal columns")
-        Wp = hessian.W - theta @ (theta.T @ hessian.W)
+            raise ValueError(f"theta must be (d={d}, k) with orthonormal columns")
+        Wp = W - theta @ (theta.T @ W)
         U, s, _ = np.linalg.svd(Wp, full_matrices=False)
         keep = s > 1e-10 * max(1.0, s.max(initial=0.0))
         B = np.concatenate([theta, U[:, keep]], axis=1)
-        zhat = hessian.data.X @ B
+        zhat = as_float_array(X @ B, "zhat = X B")
         return cls(
             zhat,
-            hessian.D,
+            D,
             None,
             theta.shape[1],
-            shift=hessian.weight_decay,
+            shift=shift,
             kind="empirical",
             unbounded_reason="empirical law: boundedness not assessed",
         )
