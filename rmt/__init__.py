@@ -2,19 +2,12 @@
 
 The public API, grouped by role.
 """
-# ruff: noqa: E402, F401, I001  (the environment is set before the kernels load; grouped by role)
+# ruff: noqa: E402, F401, I001  (imports follow __version__; grouped by role)
 
 __version__ = "0.1.0"
 
-import os as _os
-
-# Numba's OpenMP threads otherwise spin after each parallel kernel and slow the LAPACK and
-# OpenBLAS calls that follow by 10-50x on a 2-core machine.  But a sleeping thread takes
-# 50-100 us to wake (on this virtual machine), and an iterative solver starts several parallel
-# kernels per step: a short spin first (10 000 rounds, 0.2-0.5 ms) keeps them 3 us apart and
-# leaves BLAS alone (benchmarks/RESULTS.md, "Waking Numba's threads").  A user's own setting wins.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-_os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+# -- thread settings: explicit, no process-wide side effect at import (rmt/threads.py) -------
+from .threads import ThreadSettings, configure_threads
 
 # -- data and network (THEORY.md sections 1-2) ----------------------------------------------
 from .models import TARGETS, Dataset, MultiIndexModel
@@ -54,20 +47,28 @@ from .freeprob import (
 
 # -- points, thresholds and experiments (issue 5) ---------------------------------------------
 from .points import (
+    POINT_KINDS,
     EscapeTime,
+    GivenPoint,
+    Point,
     PointSpec,
+    PopulationPoint,
+    TrainedPoint,
     TrainResult,
+    ZeroPoint,
     loss_and_grad_fused,
+    make_point,
     population_point,
     population_risk,
     predicted_escape_time,
+    register_point,
     theta_overlap,
     train_first_phase,
 )
-from .thresholds import ThresholdResult, delta_nn
+from .transition import ThresholdResult, delta_nn
 from .config import RunConfig, parse_deltas
-from .experiments import run_point, run_sweep
+from .experiments import run_point, run_sweep, simulate_point
 
 # -- scale-out (issue 6) -----------------------------------------------------------------------
-from .streaming import StreamingHessian
+from .streaming import RowData, StreamingHessian
 from .distributed import DistributedHessian, TasksFailedError, run_tasks

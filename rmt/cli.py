@@ -1,7 +1,9 @@
 """The ``rmt`` command: parse arguments, call the API, write JSON/CSV/PNG to ``--out``.
 
-Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``bench``.  Bad options give a
-one-line error and exit status 2, before anything is written.
+Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``bench``.  The options of the
+first four, and their defaults, are the fields of :class:`rmt.RunConfig` that name the command
+in their metadata.  Bad options give a one-line error and exit status 2, before anything is
+written.
 """
 
 from __future__ import annotations
@@ -11,8 +13,21 @@ import json
 import pathlib
 import subprocess
 import sys
+from dataclasses import fields
 
-COMMANDS = ("spectrum", "sweep", "threshold", "train", "bench")
+from . import __version__
+from .config import RUN_COMMANDS, RunConfig
+from .threads import configure_threads
+
+COMMANDS = (*RUN_COMMANDS, "bench")
+HELP = {
+    "spectrum": "spectrum and theory for one configuration",
+    "sweep": "theory against simulation on a grid of delta",
+    "threshold": "delta_NN, delta_BBP and delta_alg",
+    "train": "first phase of gradient descent and the escape",
+    "bench": "run the benchmark scripts of a source checkout",
+}
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -20,98 +35,103 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"rmt: error: {message}\n")
 
 
-def _common(p):
-    g = p.add_argument_group("configuration")
-    g.add_argument(
-        "--target", default="phase_retrieval", help="registry target (default %(default)s)"
-    )
-    g.add_argument("--k", type=int, default=None, help="number of hidden directions")
-    g.add_argument("--noise", type=float, default=0.0, help="label noise standard deviation")
-    g.add_argument("--width", type=int, default=2, help="hidden width m (default %(default)s)")
-    g.add_argument("--activation", default="softplus", help="(default %(default)s)")
-    g.add_argument("--loss", default="huber", help="(default %(default)s)")
-    g.add_argument("--huber-delta", type=float, default=1.0, help="huber threshold")
-    g.add_argument("--point", default="population", help="population | trained | zero")
-    g.add_argument("--d", type=int, default=1000, help="dimension (default %(default)s)")
-    g.add_argument("--delta", default="2", help="n/d: a value, a list '1,2,4' or 'start:stop:num'")
-    g.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (default 1)")
-    g.add_argument("--out", default="results", help="output folder (default %(default)s)")
-    g.add_argument("--json", action="store_true", help="print a machine-readable summary")
+def flag_of(f) -> str:
+    """The command-line flag of a RunConfig field."""
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def _help(f) -> str:
+    meta = f.metadata
+    if f.name == "point":
+        from .points import config_point_kinds
+
+        return f"{meta['help']}: {' | '.join(config_point_kinds())} (default {f.default})"
+    if isinstance(f.default, bool):
+        return meta["help"]
+    return f"{meta['help']} (default {meta.get('shown', f.default)})"
+
+
+def add_config_options(parser, command) -> None:
+    """One flag per RunConfig field that ``command`` uses, in the field's group.
+
+    Defaults stay with the dataclass: a flag that is not given is not passed on.
+    """
+    groups = {}
+    for f in fields(RunConfig):
+        meta = f.metadata
+        if command not in meta["commands"]:
+            continue
+        if meta["group"] not in groups:
+            groups[meta["group"]] = parser.add_argument_group(meta["group"])
+        kwargs = {"dest": f.name, "default": argparse.SUPPRESS, "help": _help(f)}
+        if isinstance(f.default, bool):
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = meta.get("cli_type") or type(f.default)
+        groups[meta["group"]].add_argument(flag_of(f), **kwargs)
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default="results", help="output folder (default %(default)s)")
+    out.add_argument("--json", action="store_true", help="print a machine-readable summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="rmt", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"rmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    sp = sub.add_parser("spectrum", help="spectrum and theory for one configuration")
-    _common(sp)
-    sw = sub.add_parser("sweep", help="theory against simulation on a grid of delta")
-    _common(sw)
-    sw.add_argument("--scheduler", default=None, help="None (serial), 'local', or an address")
-    th = sub.add_parser("threshold", help="delta_NN, delta_BBP and delta_alg")
-    _common(th)
-    th.add_argument("--max-delta", type=float, default=64.0, help="search up to this delta")
-    th.add_argument(
-        "--table",
-        action="store_true",
-        help="also tabulate delta_NN/delta_alg over activations, losses and widths",
+    for command in RUN_COMMANDS:
+        add_config_options(sub.add_parser(command, help=HELP[command]), command)
+    bench = sub.add_parser("bench", help=HELP["bench"])
+    bench.add_argument(
+        "--which", default="hvp", help="hvp | eigensolvers | freeprob | peers | scale"
     )
-    tr = sub.add_parser("train", help="first phase of gradient descent and the escape")
-    _common(tr)
-    tr.add_argument("--steps", type=int, default=3000, help="maximum first-phase steps")
-    tr.add_argument("--continue-steps", type=int, default=3000, help="steps after the plateau")
-    tr.add_argument("--lr", type=float, default=0.5, help="learning rate")
-    bn = sub.add_parser("bench", help="run the benchmark scripts")
-    bn.add_argument("--which", default="hvp", help="hvp | eigensolvers | freeprob | peers | scale")
-    bn.add_argument("--out", default="results", help="unused; kept for a uniform interface")
-    bn.add_argument("--json", action="store_true", help="unused")
     return parser
 
 
-def config_from_args(args):
-    """A validated :class:`rmt.config.RunConfig` from parsed arguments (raises ValueError)."""
-    from .config import RunConfig
-
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
-    return RunConfig(
-        target=args.target,
-        k=args.k,
-        noise=args.noise,
-        width=args.width,
-        activation=args.activation,
-        loss=args.loss,
-        huber_delta=args.huber_delta,
-        point=args.point,
-        d=args.d,
-        deltas=args.delta,
-        seeds=tuple(range(args.seeds)),
-        train_steps=getattr(args, "steps", 2000),
-        lr=getattr(args, "lr", 0.5),
-    )
+def config_from_args(args) -> RunConfig:
+    """A validated :class:`rmt.RunConfig` from parsed arguments (raises ValueError)."""
+    values = {}
+    for f in fields(RunConfig):
+        if hasattr(args, f.name):
+            convert = f.metadata.get("to_field")
+            value = getattr(args, f.name)
+            values[f.name] = convert(value) if convert else value
+    return RunConfig(**values)
 
 
-def _run_bench(args) -> dict:
-    root = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-    script = root / f"bench_{args.which}.py"
+def flag_message(message: str) -> str:
+    """``message`` with a leading RunConfig field name replaced by its flag."""
+    for f in fields(RunConfig):
+        if message.startswith(f.name + " "):
+            return flag_of(f) + message[len(f.name) :]
+    return message
+
+
+def run_bench(which: str) -> dict:
+    """Run ``benchmarks/bench_<which>.py`` of the source checkout next to the package."""
+    if not BENCHMARKS.is_dir():
+        raise ValueError(f"rmt bench needs a source checkout: no benchmarks/ at {BENCHMARKS}")
+    script = BENCHMARKS / f"bench_{which}.py"
     if not script.exists():
-        raise ValueError(f"no benchmark {args.which!r}; expected {script}")
+        known = ", ".join(sorted(p.stem[6:] for p in BENCHMARKS.glob("bench_*.py")))
+        raise ValueError(f"no benchmark {which!r}; known: {known}")
     code = subprocess.call([sys.executable, str(script)])
     return {"benchmark": str(script), "returncode": code}
 
 
 def main(argv=None) -> int:
+    configure_threads()
     args = build_parser().parse_args(argv)
     try:
         if args.command == "bench":
-            summary = _run_bench(args)
+            summary = run_bench(args.which)
         else:
             from . import commands
 
             config = config_from_args(args)
             runner = getattr(commands, f"cmd_{args.command}")
-            summary = runner(config, pathlib.Path(args.out), args)
+            summary = runner(config, pathlib.Path(args.out))
     except (ValueError, TypeError, ImportError, RuntimeError) as exc:
-        print(f"rmt: error: {exc}", file=sys.stderr)
+        print(f"rmt: error: {flag_message(str(exc))}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
         print(json.dumps(summary, default=str))

@@ -1,17 +1,50 @@
-"""Configuration of a theory-against-simulation run, shared by the sweep and the CLI."""
+"""Configuration of a run: the one carrier of every option of the ``rmt`` commands.
+
+Each field of :class:`RunConfig` has metadata (see :func:`option`): its help text, the commands
+that use it and its group; :mod:`rmt.cli` derives its flags and their defaults from them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from ._validation import check_choice, check_nonneg_float, check_positive_int
+from ._validation import (
+    check_choice,
+    check_nonneg_float,
+    check_positive_float,
+    check_positive_int,
+)
+from .eigen import METHODS as EIG_METHODS
 from .models import MultiIndexModel
 from .network import TwoLayerNet
+from .points import config_point_kinds
 
-POINTS = ("population", "trained", "zero")
-EIG_METHODS = ("lanczos", "block_lanczos", "arpack", "lobpcg", "dense")
+#: the commands that take a RunConfig
+RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train")
+#: the commands that sample data and build a Hessian
+SIMULATING = ("spectrum", "sweep", "train")
+#: smallest delta of the delta_NN search
+MIN_DELTA = 0.05
+
+
+def option(default, help, commands=RUN_COMMANDS, group="configuration", **cli):
+    """A RunConfig field with its command-line metadata.
+
+    ``cli`` may hold ``flag`` (default ``--name-with-dashes``), ``cli_type`` (default: the type
+    of ``default``), ``to_field`` (turns the parsed value into the field's value), ``shown``
+    (the default as the help shows it) and ``results=False`` for an option that cannot change a
+    result (a sweep resumes across it).
+    """
+    meta = {"help": help, "commands": tuple(commands), "group": group, **cli}
+    return field(default=default, metadata=meta)
+
+
+def seed_range(count) -> tuple[int, ...]:
+    """Seeds ``0..count-1`` (what a count of seeds means)."""
+    count = check_positive_int(count, "seeds")
+    return tuple(range(count))
 
 
 def parse_deltas(spec) -> tuple[float, ...]:
@@ -31,41 +64,78 @@ def parse_deltas(spec) -> tuple[float, ...]:
                 values = [float(p) for p in text.split(",") if p.strip()]
         except ValueError:
             raise ValueError(
-                f"--delta must be a number, a list '1,2,4' or a range 'start:stop:num'; got {spec!r}"
+                f"deltas must be a number, a list '1,2,4' or a range 'start:stop:num'; got {spec!r}"
             ) from None
     else:
         values = np.atleast_1d(np.asarray(spec, dtype=float))
     values = tuple(float(v) for v in values)
     if not values or not all(np.isfinite(v) and v > 0 for v in values):
-        raise ValueError(f"delta values must be finite and > 0; got {spec!r}")
+        raise ValueError(f"deltas must be finite and > 0; got {spec!r}")
     return values
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One configuration of data model, network, point and sizes.
+    """One configuration of data model, network, point, sizes and run options.
 
     ``deltas`` are sample ratios ``n/d``; ``seeds`` are explicit integer seeds, and the data at
     ``(delta, seed)`` are drawn from ``numpy.random.default_rng([seed, round(1e6 * delta)])``.
     """
 
-    target: str = "phase_retrieval"
-    k: int | None = None
-    noise: float = 0.0
-    width: int = 2
-    activation: str = "softplus"
-    loss: str = "huber"
-    huber_delta: float = 1.0
-    point: str = "population"
-    d: int = 1000
-    deltas: tuple = (1.0, 2.0, 4.0)
-    seeds: tuple = (0,)
-    n_eigs: int = 3
-    method: str = "lanczos"
-    weight_decay: float = 0.0
-    train_steps: int = 2000
-    lr: float = 0.5
-    extra: dict = field(default_factory=dict)
+    target: str = option("phase_retrieval", "registry target", group="data and network")
+    k: int | None = option(
+        None,
+        "number of hidden directions",
+        group="data and network",
+        cli_type=int,
+        shown="the target's",
+    )
+    noise: float = option(0.0, "label noise standard deviation", group="data and network")
+    width: int = option(2, "hidden width m", group="data and network")
+    activation: str = option("softplus", "activation", group="data and network")
+    loss: str = option("huber", "loss", group="data and network")
+    huber_delta: float = option(1.0, "Huber threshold", group="data and network")
+    point: str = option("population", "post-first-phase point", group="point")
+    d: int = option(1000, "dimension", group="sizes")
+    deltas: tuple = option(
+        (2.0,),
+        "n/d: a value, a list '1,2,4' or a range 'start:stop:num'",
+        group="sizes",
+        flag="--delta",
+        cli_type=str,
+        shown="2",
+    )
+    seeds: tuple = option(
+        (0,), "run seeds 0..N-1", group="sizes", cli_type=int, to_field=seed_range, shown="1"
+    )
+    n_eigs: int = option(3, "smallest eigenpairs per point", ("sweep",), "solver")
+    method: str = option(
+        "lanczos", "eigensolver: " + " | ".join(EIG_METHODS), ("sweep", "train"), "solver"
+    )
+    weight_decay: float = option(0.0, "weight decay lambda_wd", SIMULATING, "training")
+    train_steps: int = option(
+        3000, "maximum first-phase steps (trained point)", SIMULATING, "training", flag="--steps"
+    )
+    lr: float = option(0.5, "learning rate (trained point)", SIMULATING, "training")
+    init_scale: float = option(
+        1e-2, "norm of each neuron at the random start (trained point)", SIMULATING, "training"
+    )
+    continue_steps: int = option(3000, "steps after the plateau", ("train",), "training")
+    max_delta: float = option(64.0, "search delta_NN up to this delta", ("threshold",), "search")
+    table: bool = option(
+        False,
+        "also tabulate delta_NN/delta_alg over activations, losses and widths",
+        ("threshold",),
+        "search",
+    )
+    scheduler: str | None = option(
+        None,
+        "None (serial), 'local', or a Dask scheduler address",
+        ("sweep",),
+        "solver",
+        cli_type=str,
+        results=False,
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "deltas", parse_deltas(self.deltas))
@@ -73,16 +143,26 @@ class RunConfig:
         if not seeds:
             raise ValueError("seeds must not be empty")
         object.__setattr__(self, "seeds", seeds)
-        check_choice(self.point, "point", POINTS)
+        check_choice(self.point, "point", config_point_kinds())
         check_choice(self.method, "method", EIG_METHODS)
         check_positive_int(self.d, "d")
         check_positive_int(self.n_eigs, "n_eigs")
-        check_positive_int(self.train_steps, "train_steps")
-        check_nonneg_float(self.weight_decay, "weight_decay")
-        if not check_nonneg_float(self.lr, "lr") > 0:
-            raise ValueError(f"lr must be > 0; got {self.lr}")
+        self._check_run_options()
         self.model()  # validates target, k and noise
         self.net()  # validates width, activation, loss
+
+    def _check_run_options(self):
+        check_positive_int(self.train_steps, "train_steps")
+        check_positive_int(self.continue_steps, "continue_steps", minimum=0)
+        check_nonneg_float(self.weight_decay, "weight_decay")
+        check_nonneg_float(self.init_scale, "init_scale")
+        check_positive_float(self.lr, "lr")
+        if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:
+            raise ValueError(f"max_delta must be > {MIN_DELTA}; got {self.max_delta}")
+        if not isinstance(self.table, (bool, np.bool_)):
+            raise TypeError(f"table must be True or False; got {self.table!r}")
+        if self.scheduler is not None and not isinstance(self.scheduler, str):
+            raise TypeError(f"scheduler must be None or a string; got {self.scheduler!r}")
 
     def model(self) -> MultiIndexModel:
         return MultiIndexModel(self.target, k=self.k, noise=self.noise)
@@ -97,7 +177,15 @@ class RunConfig:
     def rng_for(self, delta: float, seed: int) -> np.random.Generator:
         return np.random.default_rng([int(seed), int(round(1e6 * delta))])
 
-    def to_dict(self) -> dict:
+    def to_dict(self, command: str | None = None) -> dict:
+        """All fields (``k`` resolved); with ``command``, only those that can change its results."""
         out = asdict(self)
         out["k"] = self.model().k
-        return out
+        if command is None:
+            return out
+        keep = {
+            f.name
+            for f in fields(self)
+            if command in f.metadata["commands"] and f.metadata.get("results", True)
+        }
+        return {key: value for key, value in out.items() if key in keep}

@@ -1,11 +1,11 @@
-"""``make demo``: the phase transition end to end, in a few minutes on 2 cores.
+"""``make demo``: the phase transition end to end, in a few minutes.
 
 1. ``delta_NN / delta_alg`` for phase retrieval over activations, losses and widths, including
    the configurations without a transition (unbounded curvature, label-free point).
 2. A sweep of about 8 values of ``delta`` around ``delta_NN`` for softplus + Huber, ``m = 2``,
    at the population point, ``d = 1000``: the bottom Hessian eigenvalue and its overlap with
    ``Theta*`` against the free-probability prediction.
-3. Figures and tidy tables in ``results/``.
+3. Figures and tidy tables in ``results/demo``.
 """
 
 from __future__ import annotations
@@ -17,24 +17,23 @@ from dataclasses import replace
 
 import numpy as np
 
+from .threads import configure_threads
+
 
 def main(argv=None):
+    configure_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="results", help="output folder (default %(default)s)")
+    parser.add_argument("--out", default="results/demo", help="output folder (default %(default)s)")
     parser.add_argument("--d", type=int, default=1000, help="dimension (default %(default)s)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per delta (default 2)")
     parser.add_argument("--points", type=int, default=8, help="values of delta (default 8)")
     args = parser.parse_args(argv)
 
-    from .commands import (
-        TABLE_COLUMNS,
-        _write_rows,
-        cmd_sweep,
-        format_threshold_table,
-        threshold_figure,
-        threshold_table,
-    )
+    from .commands import cmd_sweep
     from .config import RunConfig
+    from .experiments import TABLE_COLUMNS, threshold_table
+    from .output import format_threshold_table, save_figure_atomic, write_table
+    from .plotting import threshold_figure
 
     t0 = time.perf_counter()
     out = pathlib.Path(args.out)
@@ -52,8 +51,8 @@ def main(argv=None):
     print("== delta_NN / delta_alg, phase retrieval, population point ==")
     table = threshold_table(base)
     print(format_threshold_table(table))
-    _write_rows(out / "threshold_table.csv", table, TABLE_COLUMNS)
-    threshold_figure(table, out / "threshold_table.png", "population point")
+    write_table(out / "threshold_table.csv", table, TABLE_COLUMNS)
+    save_figure_atomic(threshold_figure(table, "population point"), out / "threshold_table.png")
 
     dnn = table[0]["delta_nn"]
     if not np.isfinite(dnn):

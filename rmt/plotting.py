@@ -1,4 +1,7 @@
-"""Figures. Each function takes a matplotlib Axes (or a row of them) and returns it.
+"""Figures. Each ``plot_*`` function takes a matplotlib Axes (or a row of them) and returns it;
+each ``*_figure`` function builds a whole figure of the command line from the data an
+experiment returned, and returns the figure (save it with :func:`save_figure` or
+:func:`rmt.output.save_figure_atomic`).
 
 Matplotlib is imported lazily, inside :func:`new_figure`, which builds figures without pyplot;
 the drawing functions only call methods of the Axes they are given.
@@ -236,3 +239,63 @@ def plot_training(ax_loss, ax_overlap, curves, predicted_escape=None, phase_end=
             )
     ax_overlap.legend(fontsize=7)
     return ax_loss, ax_overlap
+
+
+# ---------------------------------------------------------------------------------------------
+# whole figures of the command line
+# ---------------------------------------------------------------------------------------------
+def spectra_figure(panels, title=""):
+    """One histogram per spectrum panel (:func:`rmt.experiments.spectrum_panel`), in a row."""
+    fig, axes = new_figure(1, len(panels), width=3.6, height=3.0)
+    for ax, p in zip(axes[0], panels):
+        plot_spectrum(
+            ax,
+            p["eigenvalues"],
+            density=p.get("density"),
+            edges=p.get("edges"),
+            outliers=p.get("outliers"),
+            sim_outliers=p["eigenvalues"][:2],
+            title=rf"$\delta$ = {p['delta']:g}",
+            density_label="predicted density (η = 2 grid steps)",
+        )
+    axes[0][-1].legend(fontsize=6, loc="upper right")  # the last panel: no atom note there
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def sweep_figure(rows, curve=None, thresholds=None, title=""):
+    """Bottom eigenvalue and overlap against ``delta``: sweep rows next to the prediction."""
+    fig, axes = new_figure(1, 2, width=5.0, height=3.6)
+    plot_outlier_location(axes[0][0], rows, curve, thresholds)
+    plot_overlap(axes[0][1], rows, curve, thresholds)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def threshold_figure(rows, title=""):
+    """The chart of ``delta_NN / delta_alg`` for the rows of a threshold table."""
+    from .output import variant_label
+
+    entries = [
+        {
+            "label": variant_label(r),
+            "delta_nn": r["delta_nn"],
+            "delta_alg": r["delta_alg"],
+            "reason": r["reason"],
+        }
+        for r in rows
+    ]
+    fig, axes = new_figure(1, 1, width=6.5, height=0.45 * len(rows) + 1.2)
+    plot_threshold_chart(axes[0][0], entries)
+    if title:
+        axes[0][0].set_title(title, fontsize=10)
+    return fig
+
+
+def training_figure(curves, predicted_escape=None, phase_end=None, title=""):
+    """Loss and overlap against steps (:func:`plot_training`) side by side."""
+    fig, axes = new_figure(1, 2, width=5.0, height=3.4)
+    plot_training(axes[0][0], axes[0][1], curves, predicted_escape, phase_end)
+    fig.suptitle(title, fontsize=9)
+    return fig

@@ -10,12 +10,15 @@ Two ways to pick the weights ``W`` at which the Hessian of sections 2-4 is studi
   when the first phase ends (loss and gradient norm both plateau) and, with ``continue_steps``,
   records when the overlap with ``Theta*`` escapes the plateau; :func:`predicted_escape_time`
   gives the ``log(d)/|lambda_out|`` prediction of section 6 to compare with.
+
+Each kind of point is one subclass of :class:`Point` (population, trained, zero, given),
+registered in :data:`POINT_KINDS`; :func:`make_point` builds the one a ``RunConfig`` names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -508,7 +511,9 @@ def train_first_phase(
                 state["diverged"] = True
                 break
             curves[:, t] = value, np.linalg.norm(grad), _overlap_or_nan(W, data.theta)
-            if _advance(state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap):
+            if _record_phase_end_and_escape(
+                state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap
+            ):
                 break
             if _should_stop(state, t, max_steps, continue_steps, stop_at_escape):
                 break
@@ -521,7 +526,9 @@ def _overlap_or_nan(W, theta) -> float:
     return np.nan if theta is None else theta_overlap(W, theta)
 
 
-def _advance(state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap) -> bool:
+def _record_phase_end_and_escape(
+    state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap
+) -> bool:
     """Update the running maximum, the phase end and the escape after recording step ``t``."""
     loss, gnorm, overlap = curves
     state["gmax"] = max(state["gmax"], gnorm[t])
@@ -603,3 +610,251 @@ def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
         raise ValueError(f"lr must be > 0; got {lr!r}")
     time = float(np.log(d) / abs(lam))
     return EscapeTime(time, time / lr)
+
+
+# ---------------------------------------------------------------------------------------------
+# points as objects: one subclass per kind, registered in POINT_KINDS
+# ---------------------------------------------------------------------------------------------
+#: every kind of point by name; :func:`register_point` adds one
+POINT_KINDS: dict[str, type] = {}
+
+
+def register_point(cls):
+    """Class decorator: make the :class:`Point` subclass ``cls`` known under ``cls.kind``.
+
+    A new kind of point is one subclass with ``kind``, ``weights`` (and ``law_inputs`` when it
+    does not depend on the sample, ``from_config`` when a ``RunConfig`` can name it), registered
+    with this decorator; the configuration, the command line and :func:`rmt.delta_nn` then
+    accept it.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Point)) or not cls.kind:
+        raise TypeError(f"a point kind must be a Point subclass with a kind; got {cls!r}")
+    POINT_KINDS[cls.kind] = cls
+    return cls
+
+
+def config_point_kinds() -> tuple[str, ...]:
+    """The kinds a ``RunConfig`` can name (those that build themselves from a configuration)."""
+    return tuple(sorted(k for k, cls in POINT_KINDS.items() if cls.in_config))
+
+
+class Point:
+    """Where the Hessian is studied: the weights ``W`` for a sample, and the law if it is fixed.
+
+    ``kind`` names the point; ``sample_dependent`` is True when ``W`` depends on the sample (then
+    there is no Gaussian law of THEORY.md section 3 to predict with, and :meth:`law_inputs` is
+    ``None``).  ``failure`` is empty, or says why the point is not to be trusted.
+    """
+
+    kind: ClassVar[str] = ""
+    sample_dependent: ClassVar[bool] = False
+    in_config: ClassVar[bool] = True
+
+    @classmethod
+    def from_config(cls, config, model, net) -> Point:
+        """The point of this kind for a ``RunConfig`` (with its model and network)."""
+        raise ValueError(f"a {cls.kind} point cannot be built from a configuration")
+
+    def weights(self, net, data, rng) -> np.ndarray:
+        """``W`` (``d x m``) for the sample ``data``, drawing what it needs from ``rng``."""
+        raise NotImplementedError
+
+    def realize(self, net, data, rng) -> tuple:
+        """``(W, record)``: the weights and what producing them recorded (``None`` here)."""
+        return self.weights(net, data, rng), None
+
+    def law_inputs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(Q, M) = (W^T W, W^T Theta*)`` of the Gaussian law (THEORY.md section 3), or
+        ``None`` when ``W`` depends on the sample."""
+        return None
+
+    @property
+    def failure(self) -> str:
+        return ""
+
+    def describe(self) -> dict:
+        """A JSON-able description, for manifests."""
+        return {"kind": self.kind}
+
+
+@register_point
+@dataclass(frozen=True)
+class PopulationPoint(Point):
+    """The population point ``spec`` (:func:`population_point`); ``W = spec.draw(d, theta)``."""
+
+    spec: PointSpec
+    kind: ClassVar[str] = "population"
+
+    def __post_init__(self):
+        if not isinstance(self.spec, PointSpec):
+            raise TypeError(f"spec must be an rmt.PointSpec; got {type(self.spec).__name__}")
+
+    @classmethod
+    def from_config(cls, config, model, net) -> PopulationPoint:
+        return cls.from_model(model, net)
+
+    @classmethod
+    def from_model(cls, model, net) -> PopulationPoint:
+        return cls(population_point(model, net))
+
+    def weights(self, net, data, rng) -> np.ndarray:
+        return self.spec.draw(data.d, data.theta, rng)
+
+    def law_inputs(self):
+        return self.spec.Q, self.spec.M
+
+    @property
+    def failure(self) -> str:
+        if self.spec.converged:
+            return ""
+        return f"the population point did not converge: {self.spec.message}"
+
+    def describe(self) -> dict:
+        s = self.spec
+        return {
+            "kind": self.kind,
+            "Q": s.Q,
+            "M": s.M,
+            "risk": s.risk,
+            "converged": s.converged,
+            "grad_norm": s.grad_norm,
+        }
+
+
+@register_point
+@dataclass(frozen=True)
+class ZeroPoint(Point):
+    """``W = 0`` for a network of ``width`` hidden units and a target of ``k`` directions."""
+
+    width: int
+    k: int
+    kind: ClassVar[str] = "zero"
+
+    def __post_init__(self):
+        check_positive_int(self.width, "width")
+        check_positive_int(self.k, "k")
+
+    @classmethod
+    def from_config(cls, config, model, net) -> ZeroPoint:
+        return cls(net.width, model.k)
+
+    def weights(self, net, data, rng) -> np.ndarray:
+        if net.width != self.width:
+            raise ValueError(f"net.width must be {self.width} at this point; got {net.width}")
+        return np.zeros((data.d, self.width))
+
+    def law_inputs(self):
+        return np.zeros((self.width, self.width)), np.zeros((self.width, self.k))
+
+
+@register_point
+@dataclass(frozen=True, eq=False)
+class GivenPoint(Point):
+    """A user-given ``W`` (``d x m``), the same for every sample.
+
+    With ``theta`` (``d x k``, the ``Theta*`` of the data the point is used with) the law inputs
+    are ``(W^T W, W^T theta)``; without it :meth:`law_inputs` is ``None``.
+    """
+
+    W: np.ndarray
+    theta: np.ndarray | None = None
+    kind: ClassVar[str] = "given"
+    in_config: ClassVar[bool] = False
+
+    def __post_init__(self):
+        W = as_float_array(self.W, "W", ndim=2)
+        object.__setattr__(self, "W", W)
+        if self.theta is not None:
+            theta = as_float_array(self.theta, "theta")
+            theta = theta[:, None] if theta.ndim == 1 else theta
+            if theta.ndim != 2 or theta.shape[0] != W.shape[0]:
+                raise ValueError(f"theta must have {W.shape[0]} rows like W; got {theta.shape}")
+            object.__setattr__(self, "theta", theta)
+
+    def weights(self, net, data, rng) -> np.ndarray:
+        return net.check_weights(self.W, data.d)
+
+    def law_inputs(self):
+        if self.theta is None:
+            return None
+        return self.W.T @ self.W, self.W.T @ self.theta
+
+
+@register_point
+@dataclass(frozen=True)
+class TrainedPoint(Point):
+    """The end of the first phase of full-batch gradient descent from a small random start.
+
+    :meth:`train` runs :func:`train_first_phase` with these settings (``steps`` is its
+    ``max_steps``); ``W`` is the iterate at the detected phase end.
+    """
+
+    lr: float = 0.5
+    steps: int = 3000
+    weight_decay: float = 0.0
+    init_scale: float = 1e-2
+    continue_steps: int = 0
+    progress: bool = False
+    kind: ClassVar[str] = "trained"
+    sample_dependent: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if check_nonneg_float(self.lr, "lr") == 0:
+            raise ValueError(f"lr must be > 0; got {self.lr!r}")
+        check_positive_int(self.steps, "steps")
+        check_nonneg_float(self.weight_decay, "weight_decay")
+        check_nonneg_float(self.init_scale, "init_scale")
+        check_positive_int(self.continue_steps, "continue_steps", minimum=0)
+
+    @classmethod
+    def from_config(cls, config, model, net) -> TrainedPoint:
+        return cls(config.lr, config.train_steps, config.weight_decay, config.init_scale)
+
+    def train(self, net, data, rng) -> TrainResult:
+        """The first phase (and ``continue_steps`` more) on ``data``, started from ``rng``."""
+        return train_first_phase(
+            net,
+            data,
+            init_scale=self.init_scale,
+            lr=self.lr,
+            max_steps=self.steps,
+            weight_decay=self.weight_decay,
+            rng=rng,
+            continue_steps=self.continue_steps,
+            progress=self.progress,
+        )
+
+    def weights(self, net, data, rng) -> np.ndarray:
+        return self.train(net, data, rng).W
+
+    def realize(self, net, data, rng) -> tuple:
+        res = self.train(net, data, rng)
+        return res.W, res
+
+    def describe(self) -> dict:
+        keys = ("lr", "steps", "weight_decay", "init_scale")
+        return {"kind": self.kind, **{k: getattr(self, k) for k in keys}}
+
+
+def make_point(config, model=None, net=None) -> Point:
+    """The point a ``RunConfig`` names (``config.point``), for its model and network."""
+    cls = POINT_KINDS.get(config.point)
+    if cls is None or not cls.in_config:
+        known = ", ".join(config_point_kinds())
+        raise ValueError(f"unknown point {config.point!r}; known: {known}")
+    model = config.model() if model is None else model
+    net = config.net() if net is None else net
+    return cls.from_config(config, model, net)
+
+
+def as_point(point, model, net) -> Point:
+    """A :class:`Point` from a Point, a :class:`PointSpec`, or ``"population"`` / ``"zero"``."""
+    if isinstance(point, Point):
+        return point
+    if isinstance(point, PointSpec):
+        return PopulationPoint(point)
+    if point == "population":
+        return PopulationPoint.from_model(model, net)
+    if point == "zero":
+        return ZeroPoint(net.width, model.k)
+    raise ValueError(f"point must be a Point, a PointSpec, 'population' or 'zero'; got {point!r}")

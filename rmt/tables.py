@@ -1,20 +1,18 @@
-"""Tidy result files: an append-only CSV that a sweep can resume, and a JSON manifest.
+"""Tidy CSV tables: an append-only CSV that a sweep can resume, and its reader.
 
 Rows are flat dicts of scalars.  Every row is written and flushed as soon as it is finished,
 so an interrupted run loses nothing that was done; a resumed run reads the keys back and skips
 them.  Files are first written under a temporary name and moved into place, so a failure
-before the first row leaves nothing half-written.
+before the first row leaves nothing half-written.  Complete tables, JSON and figures are
+written by :mod:`rmt.output`.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import pathlib
-import platform
-import time
 
 import numpy as np
 
@@ -45,7 +43,7 @@ def _parse(text: str):
     return text
 
 
-def read_rows(path) -> list[dict]:
+def read_table(path) -> list[dict]:
     """All rows of a CSV written by :class:`ResumableCSV`, with numbers parsed back."""
     path = pathlib.Path(path)
     if not path.exists():
@@ -64,7 +62,7 @@ class ResumableCSV:
         missing = [k for k in self.key if k not in self.columns]
         if missing:
             raise ValueError(f"key columns {missing} are not among the columns")
-        self.rows = read_rows(self.path)
+        self.rows = read_table(self.path)
         if self.rows and list(self.rows[0]) != self.columns:
             raise ValueError(
                 f"{self.path} has columns {list(self.rows[0])}; this run writes {self.columns}. "
@@ -97,49 +95,3 @@ class ResumableCSV:
             os.replace(target, self.path)
         self.rows.extend(rows)
         self.done.update(self.key_of(r) for r in rows)
-
-
-def environment_versions() -> dict:
-    """Versions of Python and of the numerical stack, for manifests."""
-    import matplotlib
-    import numba
-    import numpy
-    import scipy
-
-    from . import __version__
-
-    return {
-        "rmt": __version__,
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "numba": numba.__version__,
-        "matplotlib": matplotlib.__version__,
-        "machine": platform.machine(),
-    }
-
-
-def write_json(path, payload: dict) -> None:
-    """Write ``payload`` as indented JSON, atomically (temporary file, then rename)."""
-    path = pathlib.Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
-
-
-def _json_default(obj):
-    import numpy as np
-
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (set, tuple)):
-        return list(obj)
-    if isinstance(obj, pathlib.Path):
-        return str(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
-
-
-def timestamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -2,10 +2,13 @@
 
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 
-from rmt.cli import build_parser, config_from_args, main
+import rmt
+from rmt.cli import build_parser, config_from_args, flag_of, main
+from rmt.config import RunConfig
 
 
 def _run(*args, cwd):
@@ -51,6 +54,36 @@ def test_common_options_build_a_config():
     assert cfg.seeds == (0, 1) and cfg.point == "zero"
 
 
+@pytest.mark.parametrize("command", ["spectrum", "sweep", "threshold", "train"])
+def test_flags_not_given_leave_the_dataclass_defaults(command):
+    assert config_from_args(build_parser().parse_args([command])) == RunConfig()
+
+
+def test_every_field_has_a_flag_of_the_commands_that_use_it():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    for f in fields(RunConfig):
+        for command in f.metadata["commands"]:
+            flags = {o for a in sub[command]._actions for o in a.option_strings}
+            assert flag_of(f) in flags, (f.name, command)
+    args = parser.parse_args(
+        ["sweep", "--method", "dense", "--n-eigs", "2", "--weight-decay", "0.1", "--steps", "7"]
+    )
+    cfg = config_from_args(args)
+    assert (cfg.method, cfg.n_eigs, cfg.weight_decay, cfg.train_steps) == ("dense", 2, 0.1, 7)
+    args = parser.parse_args(["threshold", "--table", "--max-delta", "8"])
+    assert config_from_args(args).table and config_from_args(args).max_delta == 8.0
+
+
+def test_version_and_bench_options(tmp_path):
+    proc = _run("--version", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"rmt {rmt.__version__}"
+    proc = _run("bench", "--out", "x", cwd=tmp_path)
+    assert proc.returncode == 2 and "unrecognized arguments: --out" in proc.stderr
+    proc = _run("bench", "--which", "nope", cwd=tmp_path)
+    assert proc.returncode == 2 and "no benchmark 'nope'; known: " in proc.stderr
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [
@@ -58,6 +91,9 @@ def test_common_options_build_a_config():
         (["sweep", "--target", "nope"], "unknown target 'nope'"),
         (["threshold", "--activation", "gelu"], "unknown activation"),
         (["train", "--seeds", "0"], "--seeds must be >= 1"),
+        (["sweep", "--method", "qr"], "unknown method 'qr'"),
+        (["train", "--point", "given"], "unknown point 'given'"),
+        (["threshold", "--point", "trained"], "needs a data-independent point"),
         (["spectrum", "--width", "0"], "width must be >= 1"),
         (["sweep", "--d", "ten"], "invalid int value"),
         (["frobnicate"], "invalid choice"),

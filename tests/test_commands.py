@@ -8,14 +8,14 @@ from scipy.linalg import eigh
 
 from rmt import commands
 from rmt.config import RunConfig
-from rmt.tables import read_rows
-from tests.test_thresholds import _scalar_bbp_reference
+from rmt.tables import read_table
+from tests.test_transition import _scalar_bbp_reference
 
 
 def test_spectrum_files_match_dense_eigh(tmp_path):
     cfg = RunConfig(d=50, deltas=(2.0, 4.0), seeds=(0,), point="zero")
     summary = commands.cmd_spectrum(cfg, tmp_path)
-    rows = read_rows(tmp_path / "spectrum.csv")
+    rows = read_table(tmp_path / "spectrum.csv")
     for delta in (2.0, 4.0):
         rng = cfg.rng_for(delta, 0)
         data = cfg.model().sample(cfg.n_of(delta), 50, rng=rng)
@@ -30,6 +30,11 @@ def test_spectrum_files_match_dense_eigh(tmp_path):
         np.testing.assert_allclose(got, eigh(H, eigvals_only=True), atol=1e-12)
     assert (tmp_path / "spectra_vs_delta.png").stat().st_size > 10_000
     assert len(summary["panels"]) == 2
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["command"] == "spectrum" and manifest["seeds"] == [0]
+    assert sorted(manifest["files"]) == sorted(
+        p.name for p in tmp_path.iterdir() if p.name != "manifest.json"
+    )
 
 
 def test_threshold_command_matches_scalar_reference(tmp_path):
@@ -41,9 +46,9 @@ def test_threshold_command_matches_scalar_reference(tmp_path):
 
 
 def test_train_command_writes_curves_consistent_with_the_loss(tmp_path):
-    cfg = RunConfig(d=30, deltas=(6.0,), seeds=(0,), train_steps=60, lr=0.2)
+    cfg = RunConfig(d=30, deltas=(6.0,), seeds=(0,), train_steps=60, lr=0.2, continue_steps=0)
     commands.cmd_train(cfg, tmp_path)
-    curves = read_rows(tmp_path / "training.csv")
+    curves = read_table(tmp_path / "training.csv")
     loss = np.array([r["loss"] for r in curves])
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0]
     # the first recorded loss is the loss at the initial point drawn from the same seed
@@ -59,12 +64,13 @@ def test_panel_density_next_to_the_atom_matches_a_monte_carlo_law():
     # and the bulk next to it comes from nearly singular D.  The quadrature law resolves it only
     # at the plot's resolution (eta of two grid steps); a 200 000-draw Monte-Carlo law of the
     # same point is the independent reference (at eta -> 0 the two differ by up to 0.23 here).
-    from rmt.experiments import prepare_point
+    from rmt.experiments import point_law, prepare_point, spectrum_panel
     from rmt.freeprob import SpikeLaw, bulk_density
 
     cfg = RunConfig(d=300, deltas=(1 / 3,), seeds=(0,))
-    spec = prepare_point(cfg)
-    panel = commands.spectrum_panel(cfg, 1 / 3, 0, spec, commands.population_law(cfg, spec))
+    point = prepare_point(cfg)
+    spec = point.spec
+    panel = spectrum_panel(cfg, point, 1 / 3, 0, point_law(cfg, point))
     (x, rho), eta = panel["density"], panel["eta"]
     assert eta == pytest.approx(2 * (x[1] - x[0]))
     near = (np.abs(x) > 2 * eta) & (np.abs(x) < 0.06)

@@ -1,5 +1,7 @@
 """Run configuration: delta grammar, seeds and validation."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -48,3 +50,24 @@ def test_config_sizes_and_seeded_streams():
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
     assert cfg.to_dict()["k"] == 1
+
+
+def test_methods_are_the_eigensolvers_and_messages_name_fields():
+    from rmt.config import EIG_METHODS
+    from rmt.eigen import METHODS
+
+    assert EIG_METHODS == METHODS and "primme" in EIG_METHODS
+    with pytest.raises(ValueError, match="^deltas must be"):
+        RunConfig(deltas="1:2")
+    with pytest.raises(ValueError, match="^max_delta must be > 0.05"):
+        RunConfig(max_delta=0.05)
+    with pytest.raises(TypeError, match="^table must be True or False"):
+        RunConfig(table="yes")
+
+
+def test_to_dict_for_a_command_keeps_only_what_changes_its_results():
+    cfg = RunConfig(table=True, scheduler="local")
+    sweep = cfg.to_dict("sweep")
+    assert {"deltas", "seeds", "n_eigs", "method", "lr"} <= set(sweep)
+    assert not {"table", "max_delta", "continue_steps", "scheduler"} & set(sweep)
+    assert set(cfg.to_dict()) == {f.name for f in dataclasses.fields(RunConfig)}

@@ -1,11 +1,17 @@
-"""Population points (THEORY.md section 6): quadrature risk, its minimiser, and draw()."""
+"""Points (THEORY.md section 6): quadrature risk, its minimiser, draw(), and the Point kinds."""
 
 import numpy as np
 import pytest
 from scipy import integrate, optimize
 
 import rmt
-from rmt.points import _risk_and_grad, _risk_nodes, population_point, population_risk
+from rmt.points import (
+    _risk_and_grad,
+    _risk_nodes,
+    population_point,
+    population_risk,
+    train_first_phase,
+)
 
 
 def _softplus(u):
@@ -157,3 +163,84 @@ def test_bad_input():
         p.draw(3, np.ones((4, 1)) / 2, rng=0)
     with pytest.raises(ValueError, match="d must be >= k \\+ m = 3"):
         p.draw(2, np.array([[1.0], [0.0]]), rng=0)
+
+
+def test_point_kinds_give_their_weights_and_laws(rng):
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    data = model.sample(80, 20, rng=rng)
+    cfg = rmt.RunConfig(d=20, point="population")
+    pop = rmt.make_point(cfg, model, net)
+    assert isinstance(pop, rmt.PopulationPoint) and not pop.sample_dependent
+    W = pop.weights(net, data, np.random.default_rng(5))
+    np.testing.assert_allclose(W, pop.spec.draw(20, data.theta, np.random.default_rng(5)))
+    Q, M = pop.law_inputs()
+    np.testing.assert_allclose(W.T @ W, Q, atol=1e-12)
+    np.testing.assert_allclose(W.T @ data.theta, M, atol=1e-12)
+    zero = rmt.make_point(rmt.RunConfig(point="zero"), model, net)
+    np.testing.assert_array_equal(zero.weights(net, data, None), np.zeros((20, 2)))
+    assert [a.shape for a in zero.law_inputs()] == [(2, 2), (2, 1)]
+    given = rmt.GivenPoint(W, theta=data.theta)
+    np.testing.assert_array_equal(given.weights(net, data, None), W)
+    np.testing.assert_allclose(given.law_inputs()[0], W.T @ W)
+    assert rmt.GivenPoint(W).law_inputs() is None
+
+
+def test_trained_point_is_the_first_phase_of_train_first_phase(rng):
+    data = rmt.MultiIndexModel("phase_retrieval").sample(60, 10, rng=rng)
+    net = rmt.TwoLayerNet(2, "tanh", "huber")
+    cfg = rmt.RunConfig(d=10, point="trained", train_steps=15, lr=0.3, init_scale=0.1)
+    point = rmt.make_point(cfg)
+    assert point.sample_dependent and point.law_inputs() is None
+    W, record = point.realize(net, data, np.random.default_rng(2))
+    ref = train_first_phase(
+        net,
+        data,
+        init_scale=0.1,
+        lr=0.3,
+        max_steps=15,
+        rng=np.random.default_rng(2),
+        progress=False,
+    )
+    np.testing.assert_array_equal(W, ref.W)
+    np.testing.assert_array_equal(record.loss, ref.loss)
+
+
+def test_a_new_kind_needs_one_registered_subclass():
+    from dataclasses import dataclass
+
+    from rmt.points import POINT_KINDS, register_point
+
+    @register_point
+    @dataclass(frozen=True)
+    class ScaledZero(rmt.Point):
+        kind = "scaled_zero"
+
+        @classmethod
+        def from_config(cls, config, model, net):
+            return cls()
+
+        def weights(self, net, data, rng):
+            return np.zeros((data.d, net.width))
+
+    try:
+        cfg = rmt.RunConfig(point="scaled_zero", d=30)
+        assert isinstance(rmt.make_point(cfg), ScaledZero)
+    finally:
+        del POINT_KINDS["scaled_zero"]
+    with pytest.raises(ValueError, match="known: population, trained, zero"):
+        rmt.RunConfig(point="scaled_zero")
+    with pytest.raises(TypeError, match="Point subclass"):
+        register_point(dict)
+
+
+def test_bad_points():
+    with pytest.raises(TypeError, match="PointSpec"):
+        rmt.PopulationPoint("population")
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        rmt.TrainedPoint(lr=0.0)
+    with pytest.raises(ValueError, match="theta must have 5 rows"):
+        rmt.GivenPoint(np.zeros((5, 2)), theta=np.zeros((4, 1)))
+    with pytest.raises(ValueError, match=r"W must have shape \(d, width\) = \(6, 2\)"):
+        data = rmt.MultiIndexModel("phase_retrieval").sample(10, 6, rng=0)
+        rmt.GivenPoint(np.zeros((5, 2))).weights(rmt.TwoLayerNet(2), data, None)

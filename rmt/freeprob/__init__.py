@@ -1,4 +1,4 @@
-"""Free-probability engine: operator-valued Marchenko-Pastur, edges, outliers, thresholds.
+"""Free-probability engine: operator-valued Marchenko-Pastur, edges, outliers, BBP thresholds.
 
 THEORY.md sections 3-5.  The law of ``(zhat, D)`` is a ``SpikeLaw``; every solver takes it with
 ``delta = n/d``.
@@ -31,10 +31,10 @@ coordinates besides ``Theta*`` are integrated by Gauss-Hermite there (about 1e-3
 
 from . import closed_forms  # noqa: F401
 from .alg import DeltaAlg, delta_alg  # noqa: F401
+from .bbp import BBPThreshold, bbp_threshold  # noqa: F401
 from .edges import BulkEdges  # noqa: F401
 from .law import SpikeLaw  # noqa: F401
 from .mp import ConvergenceError  # noqa: F401
 from .nodes import adaptive_gauss_1d  # noqa: F401
 from .outliers import Outlier, Outliers, outliers  # noqa: F401
 from .spectrum import BulkDensity, StieltjesResult, bulk_density, bulk_edges, stieltjes  # noqa: F401
-from .thresholds import BBPThreshold, bbp_threshold  # noqa: F401

@@ -150,7 +150,7 @@ def _start(mp: MPSystem, side):
     return pt
 
 
-def _advance(mp, pt, tau_new, side):
+def _continuation_step(mp, pt, tau_new, side):
     """One continuation step to ``tau_new`` with a tangent predictor; ``None`` if it fails."""
     dt = tau_new - pt.tau
     G_pred = pt.G + mp.unvech(pt.dG) * dt
@@ -225,7 +225,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
         tau_new = pt.tau * ratio
         if tau_b is not None and abs(tau_new) >= abs(tau_b):
             tau_new = tau_b
-        new = _advance(mp, pt, tau_new, side)
+        new = _continuation_step(mp, pt, tau_new, side)
         if new is not None and 0.0 < new.h < H_DROP * pt.h and ratio - 1.0 > FOLD_BRACKET:
             new = None  # h fell too fast: a long step may have landed on another real branch
         if new is None:
@@ -267,7 +267,7 @@ def _refine(mp, a, b, side):
         if tau in known:
             return known[tau].h
         near = cache["pt"]
-        new = _advance(mp, near, tau, side) or _advance(mp, a, tau, side)
+        new = _continuation_step(mp, near, tau, side) or _continuation_step(mp, a, tau, side)
         if new is None:
             raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
         cache["pt"] = known[tau] = new
@@ -278,4 +278,4 @@ def _refine(mp, a, b, side):
     tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10, maxiter=200)
     if tau_star in known:  # Brent returns a point it has evaluated
         return known[tau_star]
-    return _advance(mp, cache["pt"], tau_star, side) or cache["pt"]
+    return _continuation_step(mp, cache["pt"], tau_star, side) or cache["pt"]

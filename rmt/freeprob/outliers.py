@@ -1,9 +1,9 @@
-"""Outlier eigenvalues, their overlaps, and BBP thresholds (THEORY.md section 4).
+"""Outlier eigenvalues and their overlaps (THEORY.md section 4; the BBP threshold is in ``bbp.py``).
 
 For real ``lambda`` outside the bulk, with ``G = G(lambda)`` and ``F`` as in (MP), the map on
 ``A in R^{K x m}``
 
-    S_lambda(A) = E[zhat zhat^T A F] - lambda A,       i.e. the matrix E[kron(zhat zhat^T, F)] - lambda I,
+    S_lambda(A) = E[zhat zhat^T A F] - lambda A,   i.e.   E[kron(zhat zhat^T, F)] - lambda I,
 
 is symmetric.  ``lambda`` is an outlier iff ``S_lambda`` is singular.  Its eigenvalues decrease in
 ``lambda`` (``S' = -(1/delta) E[kron(zz^T, F G' F)] - I``), so each eigenvalue of ``S`` at the edge
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .mp import ConvergenceError, MPSystem
-from .spectrum import _check_law, _continue_real, _side_edge, real_branch_start
+from .spectrum import check_law, continue_real_branch, real_branch_start, side_edge
 
 SIDES = {"left": -1, "right": 1}
 EDGE_RESOLUTION = 1e-9  # roots closer than this (relative) to the edge are not outliers
@@ -31,7 +31,8 @@ class Outlier:
 
     ``overlap_spike``: squared overlap of the eigenvector with ``R^m (x) span(zhat)``;
     ``overlap_theta``: with ``R^m (x) span(Theta*)``.  ``vector`` is the null vector ``A``
-    (``K x m``) of ``S_lambda``; ``residual`` is ``|mu(value)|``, the eigenvalue of ``S`` at the root.
+    (``K x m``) of ``S_lambda``; ``residual`` is ``|mu(value)|``, the eigenvalue of ``S`` at the
+    root.
     """
 
     value: float
@@ -58,13 +59,14 @@ class Outliers(list):
         )
 
 
-def _check_side(side):
+def check_side(side):
+    """``-1`` for ``"left"``, ``+1`` for ``"right"``; ValueError for anything else."""
     if side not in SIDES:
         raise ValueError(f"side must be 'left' or 'right'; got {side!r}")
     return SIDES[side]
 
 
-class _Branch:
+class RealBranch:
     """The real branch of (MP) on one side, with cached points for warm starts."""
 
     def __init__(self, mp: MPSystem, side, edge, G_edge, points=()):
@@ -81,7 +83,7 @@ class _Branch:
             return None
         far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
         start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
-        st, _ = _continue_real(self.mp, start, lam, self.side)
+        st, _ = continue_real_branch(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
 
@@ -97,12 +99,14 @@ class _Branch:
         return self._S[lam]
 
 
-def _edge(mp: MPSystem, side):
-    value, kind, G, _, _, branch = _side_edge(mp, side)
+def edge_and_branch(mp: MPSystem, side):
+    """``(edge, kind, G_edge, branch_points)`` on ``side`` (see :func:`side_edge`), before the
+    shift: what :class:`RealBranch` starts from."""
+    value, kind, G, _, _, branch = side_edge(mp, side)
     return value, kind, G, branch
 
 
-def _root(branch: _Branch, j, mu_edge):
+def _root(branch: RealBranch, j, mu_edge):
     """The root of the ``j``-th eigenvalue ``mu_j`` of ``S_lambda`` outward of the edge.
 
     Newton on ``mu_j`` (``mu_j' = <A, S' A>``), kept inside a bracket that bisection shrinks
@@ -143,7 +147,7 @@ def _root(branch: _Branch, j, mu_edge):
     raise ConvergenceError(f"the root of the {j}-th eigenvalue of S did not converge")
 
 
-def _overlaps(branch: _Branch, lam, j, theta_rows):
+def _overlaps(branch: RealBranch, lam, j, theta_rows):
     S, Sp = branch.S(lam)
     vals, vecs = np.linalg.eigh(S)
     A = vecs[:, j]
@@ -160,15 +164,15 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     returns an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.
     ``edges``: a ``BulkEdges`` of the same law and ``delta``, to skip recomputing the edge.
     """
-    _check_law(law)
-    sgn = _check_side(side)
+    check_law(law)
+    sgn = check_side(side)
     mp = MPSystem(law, delta)
     if edges is not None and edges.delta == mp.delta:
         edge, kind = (edges.lo, edges.lo_kind) if sgn < 0 else (edges.hi, edges.hi_kind)
         edge, G_edge = edge - law.shift, edges.G_lo if sgn < 0 else edges.G_hi
         branch_points = edges.branch_lo if sgn < 0 else edges.branch_hi
     else:
-        edge, kind, G_edge, branch_points = _edge(mp, sgn)
+        edge, kind, G_edge, branch_points = edge_and_branch(mp, sgn)
     shift = law.shift
     if kind in ("unbounded", "atom"):
         why = {
@@ -177,7 +181,7 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
             "atom": "D is definite and the atom at 0 ends the spectrum on this side",
         }[kind]
         return Outliers([], side, edge + shift, kind, why)
-    branch = _Branch(mp, sgn, edge, G_edge, branch_points)
+    branch = RealBranch(mp, sgn, edge, G_edge, branch_points)
     mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
     found = []
     # an eigenvalue of S that vanishes at the edge to rounding is not an outlier

@@ -1,4 +1,8 @@
-"""Public solvers for the bulk: ``stieltjes``, ``bulk_edges``, ``bulk_density`` (THEORY.md section 3)."""
+"""Solvers for the bulk: ``stieltjes``, ``bulk_edges``, ``bulk_density`` (THEORY.md section 3).
+
+``check_law``, ``side_edge``, ``continue_real_branch`` and ``real_branch_start`` are the
+building blocks that the outlier and BBP solvers share.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +15,16 @@ from .law import SpikeLaw
 from .mp import ConvergenceError, MPSystem, NewtonState
 
 
-def _check_law(law):
+def check_law(law):
+    """Raise TypeError unless ``law`` is an :class:`rmt.SpikeLaw` (every solver's first check)."""
     if not isinstance(law, SpikeLaw):
         raise TypeError(f"law must be an rmt.SpikeLaw; got {type(law).__name__}")
 
 
-def _side_edge(mp: MPSystem, side):
-    """``(value, kind, G, iterations, residual, branch)`` of one edge, before the shift;
+def side_edge(mp: MPSystem, side):
+    """The edge of the bulk on ``side`` (-1 left, +1 right) of the system ``mp``.
+
+    Returns ``(value, kind, G, iterations, residual, branch)`` of that edge, before the shift;
     ``branch``: the points of the real branch met on the way (``NewtonState``)."""
     law = mp.law
     idx = 0 if side < 0 else 1
@@ -43,10 +50,10 @@ def bulk_edges(law, delta) -> BulkEdges:
     ``lo = 0`` with kind ``"atom"`` when ``D >= 0`` and ``delta E[rank D] < m`` (the atom at 0
     is then the bottom of the spectrum).  Raises ``ConvergenceError`` when no fold is found.
     """
-    _check_law(law)
+    check_law(law)
     mp = MPSystem(law, delta)
-    lo = _side_edge(mp, -1)
-    hi = _side_edge(mp, +1)
+    lo = side_edge(mp, -1)
+    hi = side_edge(mp, +1)
     return BulkEdges(
         lo[0] + law.shift,
         hi[0] + law.shift,
@@ -117,7 +124,7 @@ def _physical(G):
     return np.linalg.eigvalsh(imag).min() >= -1e-9 * (1.0 + np.abs(G).max())
 
 
-def _continue_real(mp: MPSystem, start: NewtonState, target, side):
+def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
     """Continuation along the real branch from ``start`` to ``target`` (same side, outside)."""
     st, total = start, 0
     step = target - st.zeta.real
@@ -150,7 +157,7 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
     above (``G(conj zeta) = conj G(zeta)``).  For real ``zeta`` outside the bulk: continuation along
     the real branch from ``-+inf``; a real ``zeta`` inside ``[lo, hi]`` raises ``ValueError``.
     """
-    _check_law(law)
+    check_law(law)
     mp = MPSystem(law, delta)
     zeta = complex(zeta) - law.shift
     if zeta.imag != 0.0:
@@ -171,7 +178,7 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
         if far is None:
             raise ConvergenceError(f"Newton failed at real zeta = {x + law.shift}")
         return StieltjesResult(far.G, complex(x + law.shift), far.iterations, far.residual)
-    st, its = _continue_real(mp, st0, x, side)
+    st, its = continue_real_branch(mp, st0, x, side)
     return StieltjesResult(st.G, complex(x + law.shift), its, st.residual)
 
 
@@ -205,7 +212,7 @@ def bulk_density(law, delta, x, eta=None) -> BulkDensity:
     continuous law; pass an ``eta`` of the order of the grid step there (the density is then
     smoothed by a Cauchy kernel of width ``eta``), as the figures of ``rmt spectrum`` do.
     """
-    _check_law(law)
+    check_law(law)
     mp = MPSystem(law, delta)
     xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
     if xs.ndim != 1 or not np.all(np.isfinite(xs)):

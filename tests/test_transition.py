@@ -6,7 +6,7 @@ from scipy.integrate import quad
 from scipy.optimize import brentq, minimize_scalar
 
 import rmt
-from rmt.thresholds import delta_nn
+from rmt.transition import delta_nn
 
 
 def _gauss_expect(f, breaks):
@@ -98,3 +98,21 @@ def test_positive_semidefinite_curvature_has_no_descent_direction():
     data = rmt.MultiIndexModel("phase_retrieval").sample(400, 50, rng=3)
     evals = np.linalg.eigvalsh(rmt.Hessian(net, data, np.zeros((50, 2))).to_dense())
     assert evals[0] > -1e-12
+
+
+def test_point_objects_give_the_same_threshold_as_their_names():
+    """A Point, a PointSpec and the name give one law, hence one delta_NN."""
+    model, net = rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber")
+    by_name = delta_nn(model, net, point="zero")
+    by_object = delta_nn(model, net, point=rmt.ZeroPoint(1, 1))
+    given = rmt.GivenPoint(np.zeros((7, 1)), theta=np.eye(7)[:, :1])
+    by_weights = delta_nn(model, net, point=given)
+    assert by_object.delta_nn == by_name.delta_nn == by_weights.delta_nn
+
+
+def test_sample_dependent_point_is_refused():
+    model, net = rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber")
+    with pytest.raises(ValueError, match="depends on the sample"):
+        delta_nn(model, net, point=rmt.TrainedPoint())
+    with pytest.raises(ValueError, match="has none"):
+        delta_nn(model, net, point=rmt.GivenPoint(np.zeros((7, 1))))

@@ -17,8 +17,8 @@ import numpy as np
 from scipy.optimize import brentq
 
 from .mp import MPSystem
-from .outliers import _Branch, _check_side, _edge
-from .spectrum import _check_law
+from .outliers import RealBranch, check_side, edge_and_branch
+from .spectrum import check_law
 
 THETA_TOL = 1e-8
 
@@ -46,12 +46,12 @@ def theta_margin(law, delta, side):
 
     Returns ``-1.0`` when the edge has no such eigenpair (including an ``"atom"`` edge).
     """
-    sgn = _check_side(side)
+    sgn = check_side(side)
     mp = MPSystem(law, delta)
-    edge, kind, G_edge, points = _edge(mp, sgn)
+    edge, kind, G_edge, points = edge_and_branch(mp, sgn)
     if kind in ("atom", "unbounded"):
         return -1.0
-    branch = _Branch(mp, sgn, edge, G_edge, points)
+    branch = RealBranch(mp, sgn, edge, G_edge, points)
     vals, vecs = np.linalg.eigh(branch.S(edge)[0])
     rows = law.theta_dims * law.m
     carries = np.sum(vecs[:rows] ** 2, axis=0) > THETA_TOL
@@ -61,14 +61,14 @@ def theta_margin(law, delta, side):
 
 
 def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPThreshold:
-    """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk on ``side``.
+    """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk (``side``).
 
     The law is fixed and ``delta`` varies (THEORY.md section 4).  ``psi`` is scanned on a geometric
     grid of ``n_grid`` points over ``delta_range``; the first sign change is refined by Brent's
     method to relative tolerance 1e-12.  A crossing narrower than the grid spacing can be missed.
     """
-    _check_law(law)
-    sgn = _check_side(side)
+    check_law(law)
+    sgn = check_side(side)
     lo, hi = (float(v) for v in delta_range)
     if not (0 < lo < hi < np.inf):
         raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")

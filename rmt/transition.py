@@ -125,18 +125,19 @@ def _zero_crossing(law, lo, hi, n_grid, notes):
     return np.inf, True
 
 
-def _point_QM(model, net, point):
-    from .points import PointSpec, population_point
+def _law_inputs(model, net, point):
+    """``(Q, M, notes)`` of a data-independent point (a Point, a PointSpec or its name)."""
+    from .points import as_point
 
-    if isinstance(point, PointSpec):
-        return point.Q, point.M, []
-    if point == "population":
-        spec = population_point(model, net)
-        notes = [] if spec.converged else [f"population point not converged: {spec.message}"]
-        return spec.Q, spec.M, notes
-    if point == "zero":
-        return np.zeros((net.width, net.width)), np.zeros((net.width, model.k)), []
-    raise ValueError(f"point must be 'population', 'zero' or a PointSpec; got {point!r}")
+    point = as_point(point, model, net)
+    inputs = point.law_inputs()
+    if inputs is None:
+        why = "it depends on the sample" if point.sample_dependent else "law_inputs() is None"
+        raise ValueError(
+            f"delta_NN needs the Gaussian law of a data-independent point; the {point.kind} "
+            f"point has none ({why})"
+        )
+    return inputs[0], inputs[1], [point.failure] if point.failure else []
 
 
 def _infinite(dalg, dbbp, reason, notes, converged=True):
@@ -155,6 +156,10 @@ def delta_nn(
     direction from its birth and ``delta_NN = delta_BBP``.  Otherwise ``delta_NN`` is where that
     outlier crosses 0: the first sign change on a geometric grid of ``n_grid`` values over
     ``(delta_BBP, delta_range[1]]``, refined by Brent's method.
+
+    ``point`` is a data-independent :class:`rmt.Point` (its ``law_inputs()`` fix the law), a
+    :class:`rmt.PointSpec`, or ``"population"`` / ``"zero"``; a point that depends on the sample
+    (``"trained"``) raises ValueError.
     """
     from .freeprob import SpikeLaw, bbp_threshold, bulk_edges, delta_alg
 
@@ -163,7 +168,7 @@ def delta_nn(
     lo, hi = (float(v) for v in delta_range)
     if not 0 < lo < hi < np.inf:
         raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")
-    Q, M, notes = _point_QM(model, net, point)
+    Q, M, notes = _law_inputs(model, net, point)
     dalg = float(delta_alg(model).value)
     law = SpikeLaw.from_network(model, net, Q, M)
     if law.unbounded[0]:

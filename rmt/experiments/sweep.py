@@ -1,0 +1,223 @@
+"""Theory against simulation across ``delta`` (THEORY.md sections 3, 4 and 6).
+
+One *point* of a sweep is a pair ``(delta, seed)``: sample the data, build the post-first-phase
+weights, compute the extreme eigenpairs of the Hessian and their overlaps with ``Theta*``, and
+record the predictions next to them.  Rows are tidy: one per ``(delta, seed, index)``, where
+``index`` counts the smallest eigenvalues from the bottom.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..config import RunConfig
+from ..output import timestamp, to_jsonable, write_manifest
+from ..tables import ResumableCSV
+from .simulation import prepare_point, simulate_point
+from .spectra import DENSE_LIMIT, spectrum_panel
+from .theory import point_law, theory_at, theory_curve
+
+SWEEP_COLUMNS = [
+    "delta",
+    "seed",
+    "index",
+    "n",
+    "d",
+    "point",
+    "eigenvalue",
+    "overlap_theta",
+    "residual",
+    "n_matvec",
+    "theory_edge_lo",
+    "theory_edge_hi",
+    "theory_outlier",
+    "theory_overlap_theta",
+    "theory_bottom",
+    "plugin_edge_lo",
+    "plugin_outlier",
+    "plugin_overlap_theta",
+    "plugin_bottom",
+    "plugin_error",
+    "time_point_s",
+    "time_eigs_s",
+    "time_theory_s",
+]
+SWEEP_KEY = ("delta", "seed", "index")
+
+
+def _theory_pair(config, sim, delta):
+    """Gaussian-law and plug-in predictions for the Hessian at ``W`` (THEORY.md section 6)."""
+    from ..freeprob import SpikeLaw
+
+    W, theta = sim.W, sim.data.theta
+    law = SpikeLaw.from_network(
+        config.model(), config.net(), W.T @ W, W.T @ theta, weight_decay=config.weight_decay
+    )
+    plug = SpikeLaw.from_hessian(sim.hessian, theta)
+    return theory_at(law, delta, config.n_eigs), theory_at(plug, delta, config.n_eigs)
+
+
+def run_point(config: RunConfig, delta: float, seed: int, point=None) -> list[dict]:
+    """Simulate and predict one ``(delta, seed)`` point; return its tidy rows.
+
+    ``point`` is the :class:`rmt.Point` (default: :func:`prepare_point` of ``config``).  BLAS
+    runs on one thread here, as it does on a single-threaded Dask worker, and the Numba
+    products sum fixed row chunks, so a point gives bit-identical rows wherever it runs.
+    """
+    from threadpoolctl import threadpool_limits
+
+    point = prepare_point(config) if point is None else point
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _run_point(config, delta, seed, point)
+
+
+def _run_point(config: RunConfig, delta: float, seed: int, point) -> list[dict]:
+    from ..eigen import extreme_eigs, overlaps
+
+    t0 = time.perf_counter()
+    sim = simulate_point(config, point, delta, seed)
+    t1 = time.perf_counter()
+    res = extreme_eigs(
+        sim.hessian, k=config.n_eigs, which="smallest", method=config.method, tol=1e-8, rng=sim.rng
+    )
+    ov = overlaps(res.vectors, sim.data.theta, config.width)
+    t2 = time.perf_counter()
+    theory, plug = _theory_pair(config, sim, delta)
+    t3 = time.perf_counter()
+    common = {"delta": delta, "seed": seed, "n": sim.data.n, "d": sim.data.d, "point": point.kind}
+    times = {"time_point_s": t1 - t0, "time_eigs_s": t2 - t1, "time_theory_s": t3 - t2}
+    rows = [{**common, **_row(res, ov, theory, plug, i), **times} for i in range(config.n_eigs)]
+    return [{c: r[c] for c in SWEEP_COLUMNS} for r in rows]
+
+
+def _row(res, ov, theory, plug, i) -> dict:
+    return {
+        "index": i,
+        "eigenvalue": float(res.values[i]),
+        "overlap_theta": float(ov[i]),
+        "residual": float(res.residuals[i]),
+        "n_matvec": res.n_matvec,
+        "theory_edge_lo": theory["edge_lo"],
+        "theory_edge_hi": theory["edge_hi"],
+        "theory_outlier": _nth(theory["outliers"], i),
+        "theory_overlap_theta": _nth(theory["overlaps"], i),
+        "theory_bottom": theory["bottom"],
+        "plugin_edge_lo": plug["edge_lo"],
+        "plugin_outlier": _nth(plug["outliers"], i),
+        "plugin_overlap_theta": _nth(plug["overlaps"], i),
+        "plugin_bottom": plug["bottom"],
+        "plugin_error": float(res.values[0]) - plug["bottom"],
+    }
+
+
+def _nth(values, i):
+    return float(values[i]) if i < len(values) else None
+
+
+def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=None) -> list[dict]:
+    """Run every ``(delta, seed)`` of ``config``; return all rows, old and new.
+
+    With ``out``, rows go to ``out/sweep.csv`` as each point finishes and ``out/manifest.json``
+    records the configuration, versions, seeds, timings and status.  A rerun with the same
+    ``out`` skips the points already in the CSV, so an interrupted sweep resumes where it
+    stopped.  ``scheduler`` (default ``config.scheduler``) is passed to
+    :func:`rmt.distributed.run_tasks` (``None``: serial; ``"local"``: a Dask ``LocalCluster``;
+    or a scheduler address or Client).  ``point`` is the :class:`rmt.Point` when the caller has
+    built it already (:func:`prepare_point`).
+    """
+    from .. import distributed
+
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be an rmt.RunConfig; got {type(config).__name__}")
+    scheduler = config.scheduler if scheduler is None else scheduler
+    table = _open_table(config, out)
+    done = {(r["delta"], r["seed"]) for r in table.rows} if table else set()
+    tasks = [(config, x, s) for x in config.deltas for s in config.seeds if (x, s) not in done]
+    # largest points first ("longest processing time first"): on a cluster the workers then
+    # finish together instead of one of them running the biggest point alone at the end
+    tasks.sort(key=lambda t: -config.n_of(t[1]))
+    started, start_time = time.perf_counter(), timestamp()
+    if point is None and tasks:
+        point = prepare_point(config)
+    tasks = [t + (point,) for t in tasks]
+    rows = list(table.rows) if table else []
+
+    def on_result(task, result):
+        rows.extend(result)
+        if table:
+            table.append(result)
+
+    status = "interrupted"
+    try:
+        distributed.run_tasks(
+            run_point, tasks, scheduler=scheduler, on_result=on_result, progress=progress
+        )
+        status = "complete"
+    finally:
+        if table:
+            extra = dict(status=status, started=start_time, new_points=len(tasks))
+            extra.update(scheduler=None if scheduler is None else str(scheduler))
+            extra.update(points_done=len({(r["delta"], r["seed"]) for r in rows}))
+            extra.update(point=None if point is None else to_jsonable(point.describe()))
+            timings = {"wall_time_s": time.perf_counter() - started}
+            write_manifest(out, "sweep", config, config.seeds, timings, ["sweep.csv"], **extra)
+    return sorted(rows, key=lambda r: (r["delta"], r["seed"], r["index"]))
+
+
+def _open_table(config, out):
+    """The resumable table in ``out``; refuses a folder that holds another sweep."""
+    if out is None:
+        return None
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = ResumableCSV(out / "sweep.csv", SWEEP_COLUMNS, SWEEP_KEY)
+    manifest = out / "manifest.json"
+    if manifest.exists() and table.rows:
+        old = json.loads(manifest.read_text()).get("config")
+        new = to_jsonable(config.to_dict("sweep"))
+        if old is None or {k: old.get(k) for k in new} != new:
+            raise ValueError(f"{out} holds a sweep of another configuration; use another out")
+    return table
+
+
+@dataclass
+class SweepTheory:
+    """What a sweep's figures draw besides its rows.
+
+    ``curve``: :func:`theory_curve` on a geometric grid over the swept range (``None`` for a
+    point without a Gaussian law); ``thresholds``: ``delta_alg``, ``delta_bbp`` and
+    ``delta_nn`` of the point (empty without a law); ``panels``: full spectra at up to
+    ``n_spectra`` of the swept ``delta`` (empty above the dense limit).
+    """
+
+    curve: dict | None
+    thresholds: dict = field(default_factory=dict)
+    panels: list = field(default_factory=list)
+
+
+def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheory:
+    """The predicted curves, the thresholds they mark, and a row of full spectra."""
+    from ..transition import delta_nn
+
+    law = point_law(config, point)
+    lo, hi = min(config.deltas), max(config.deltas)
+    theory = SweepTheory(None)
+    if law is not None:
+        theory.curve = theory_curve(law, np.geomspace(lo, hi, n_curve))
+        res = delta_nn(config.model(), config.net(), point=point)
+        theory.thresholds = {
+            "delta_alg": float(res.delta_alg),
+            "delta_bbp": float(res.delta_bbp),
+            "delta_nn": float(res.delta_nn),
+        }
+    if config.width * config.d <= DENSE_LIMIT:
+        idx = np.unique(np.linspace(0, len(config.deltas) - 1, n_spectra).round().astype(int))
+        theory.panels = [
+            spectrum_panel(config, point, config.deltas[i], config.seeds[0], law) for i in idx
+        ]
+    return theory

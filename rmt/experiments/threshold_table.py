@@ -1,0 +1,119 @@
+"""``delta_NN`` of one configuration, and over a table of configurations (THEORY.md sec. 6)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..config import MIN_DELTA
+from ..points import POINT_KINDS, make_point
+
+TABLE_CONFIGS = [
+    dict(activation="softplus", loss="huber", width=2),
+    dict(activation="softplus", loss="huber", width=1),
+    dict(activation="softplus", loss="huber", width=3),
+    dict(activation="softplus", loss="huber", width=2, noise=0.3),
+    dict(target="abs", activation="softplus", loss="huber", width=2),
+    dict(target="sign_z1z2", activation="softplus", loss="logistic", width=2),
+    dict(activation="erf", loss="huber", width=2),
+    dict(activation="tanh", loss="huber", width=2),
+    dict(activation="softplus", loss="square", width=2),
+    dict(activation="tanh", loss="square", width=2),
+]
+
+TABLE_COLUMNS = [
+    "target",
+    "noise",
+    "activation",
+    "loss",
+    "width",
+    "point",
+    "delta_nn",
+    "delta_bbp",
+    "delta_alg",
+    "ratio",
+    "reason",
+    "converged",
+    "seconds",
+]
+
+
+def threshold_summary(config) -> tuple[dict, object]:
+    """``delta_NN``, ``delta_BBP`` and ``delta_alg`` of ``config``, searched over
+    ``(MIN_DELTA, config.max_delta)``; returns ``(summary, ThresholdResult)``.
+
+    ``summary`` is JSON-able: the configuration, the result, its bracket and notes, and the
+    wall time.  A point that depends on the sample raises ValueError before any work.
+    """
+    from ..transition import delta_nn
+
+    if POINT_KINDS[config.point].sample_dependent:
+        raise ValueError(
+            f"delta_NN needs a data-independent point; the {config.point} point depends on "
+            "the sample"
+        )
+    t0 = time.perf_counter()
+    model, net = config.model(), config.net()
+    point = make_point(config, model, net)
+    res = delta_nn(model, net, point=point, delta_range=(MIN_DELTA, config.max_delta))
+    summary = {
+        "config": config.to_dict(),
+        **res.as_dict(),
+        "bracket": list(res.bracket),
+        "notes": res.notes,
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    return summary, res
+
+
+def _table_row(cfg) -> dict:
+    from ..transition import delta_nn
+
+    row = {
+        "target": cfg.target,
+        "noise": cfg.noise,
+        "activation": cfg.activation,
+        "loss": cfg.loss,
+        "width": cfg.width,
+        "point": cfg.point,
+    }
+    try:
+        model, net = cfg.model(), cfg.net()
+        res = delta_nn(model, net, point=make_point(cfg, model, net))
+    except RuntimeError as exc:  # one failed configuration is reported, not fatal
+        row.update(
+            delta_nn=np.nan,
+            delta_bbp=np.nan,
+            delta_alg=np.nan,
+            ratio=None,
+            reason=f"solver failure: {exc}",
+            converged=False,
+        )
+    else:
+        row.update(
+            delta_nn=float(res.delta_nn),
+            delta_bbp=float(res.delta_bbp),
+            delta_alg=float(res.delta_alg),
+            ratio=float(res.delta_nn / res.delta_alg) if res.delta_alg else None,
+            reason=res.reason,
+            converged=bool(res.converged),
+        )
+    return row
+
+
+def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
+    """``delta_NN``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
+
+    One row per variant (a dict of ``RunConfig`` fields replaced in ``base``), with the
+    columns :data:`TABLE_COLUMNS`.  A solver failure is reported in its row, not raised.
+    """
+    from tqdm.auto import tqdm
+
+    rows = []
+    for v in tqdm(variants, desc="delta_NN table", disable=not progress):
+        t0 = time.perf_counter()
+        row = _table_row(replace(base, **v))
+        rows.append({**row, "seconds": time.perf_counter() - t0})
+    return rows

@@ -1,0 +1,166 @@
+"""Result files and terminal tables: what the commands write, and nothing they compute.
+
+Every file is written complete or not at all: under a temporary name first, then moved into
+place (the resumable sweep table, :class:`rmt.tables.ResumableCSV`, appends row by row instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import platform
+import time
+
+import numpy as np
+
+from .tables import ResumableCSV
+
+
+def write_table(path, rows, columns) -> None:
+    """Write the complete table ``rows`` (dicts of scalars) with header ``columns``, atomically."""
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".part")
+    if tmp.exists():
+        tmp.unlink()
+    ResumableCSV(tmp, columns, key=(columns[0],)).append(rows)
+    os.replace(tmp, path)
+
+
+def columns_table(columns: dict) -> list[dict]:
+    """Rows of a table given as ``{name: sequence}`` columns of equal length."""
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def save_figure_atomic(fig, path) -> None:
+    """Save ``fig`` as a PNG (:func:`rmt.plotting.save_figure`) under a temporary name, then
+    move it to ``path``."""
+    from .plotting import save_figure
+
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    save_figure(fig, tmp)
+    os.replace(tmp, path)
+
+
+def json_default(obj):
+    """``default=`` for :func:`json.dumps`: numpy scalars and arrays, sets, tuples and paths."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    if isinstance(obj, pathlib.Path):
+        return str(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def to_jsonable(obj):
+    """``obj`` as it reads back from JSON (tuples become lists, numpy values plain numbers)."""
+    return json.loads(json.dumps(obj, default=json_default))
+
+
+def write_json(path, payload: dict) -> None:
+    """Write ``payload`` as indented JSON, atomically (temporary file, then rename)."""
+    path = pathlib.Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=json_default) + "\n")
+    os.replace(tmp, path)
+
+
+def environment_versions() -> dict:
+    """Versions of Python and of the numerical stack, for manifests."""
+    import matplotlib
+    import numba
+    import scipy
+
+    from . import __version__
+
+    return {
+        "rmt": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "matplotlib": matplotlib.__version__,
+        "machine": platform.machine(),
+    }
+
+
+def timestamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def write_manifest(out, command, config, seeds, timings, files, **extra) -> dict:
+    """Write ``out/manifest.json``: command, configuration, versions, seeds, timings, files.
+
+    ``config`` is a :class:`rmt.RunConfig`; ``extra`` entries are added as they are.  Returns
+    the payload written.
+    """
+    payload = {
+        "command": command,
+        "config": to_jsonable(config.to_dict()),
+        "versions": environment_versions(),
+        "seeds": [int(s) for s in seeds],
+        "timings": dict(timings),
+        "files": sorted(str(f) for f in files),
+        "written": timestamp(),
+        **extra,
+    }
+    write_json(pathlib.Path(out) / "manifest.json", payload)
+    return payload
+
+
+def variant_label(row) -> str:
+    """Short label of one configuration of a threshold table (target, noise, network)."""
+    noise = f"+{row['noise']:g}N" if row["noise"] else ""
+    return f"{row['target']}{noise}, {row['activation']}/{row['loss']}, m={row['width']}"
+
+
+def format_threshold_table(rows) -> str:
+    """A plain-text table for the terminal; the reasons for infinite values are footnotes."""
+    width = max(len(variant_label(r)) for r in rows)
+    head = (
+        f"{'configuration':<{width}} {'delta_NN':>9} {'delta_BBP':>9} {'delta_alg':>9} "
+        f"{'NN/alg':>7}"
+    )
+    lines, notes = [head, "-" * len(head)], []
+    for r in rows:
+        ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None else "-"
+        mark = ""
+        if r["reason"]:
+            notes.append(r["reason"])
+            mark = f" [{len(notes)}]"
+        lines.append(
+            f"{variant_label(r):<{width}} {r['delta_nn']:>9.4g} {r['delta_bbp']:>9.4g} "
+            f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
+        )
+    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
+    return "\n".join(lines)
+
+
+def format_sweep_table(rows) -> str:
+    """Bottom eigenvalue and overlap per ``delta`` (mean over seeds) next to the predictions."""
+    from .plotting import summarize_by_delta
+
+    dl, ev, ev_sd = summarize_by_delta(rows, "eigenvalue")
+    _, ov, ov_sd = summarize_by_delta(rows, "overlap_theta")
+    _, th, _ = summarize_by_delta(rows, "theory_bottom")
+    _, edge, _ = summarize_by_delta(rows, "theory_edge_lo")
+    pred_ov = {}
+    for r in rows:
+        if r["index"] == 0:
+            v = r["theory_overlap_theta"]
+            pred_ov[r["delta"]] = np.nan if v is None or r["theory_outlier"] is None else v
+    head = (
+        f"{'delta':>7} {'bottom (sim)':>17} {'predicted':>10} {'edge':>9} "
+        f"{'overlap (sim)':>15} {'predicted':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for i, x in enumerate(dl):
+        lines.append(
+            f"{x:>7.3g} {ev[i]:>9.4f} ± {ev_sd[i]:.4f} {th[i]:>10.4f} {edge[i]:>9.4f} "
+            f"{ov[i]:>7.3f} ± {ov_sd[i]:.3f} {pred_ov.get(x, np.nan):>9.3f}"
+        )
+    return "\n".join(lines)
