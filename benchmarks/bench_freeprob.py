@@ -1,4 +1,4 @@
-"""Theory against dense simulation: time of edges + outliers at one delta (THEORY.md sections 3-4).
+"""Theory against dense simulation: time of edges + outliers at one delta (docs/theory.md sections 3-4).
 
 For m <= 4 and K <= 3 with tensor Gauss-Hermite laws, times
   theory:     SpikeLaw.from_network + bulk_edges + outliers(side="left")

@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 # -- thread settings: explicit, no process-wide side effect at import (rmt/threads.py) -------
 from .threads import ThreadSettings, configure_threads
 
-# -- data and network (THEORY.md sections 1-2) ----------------------------------------------
+# -- data and network (docs/theory.md sections 1-2) ----------------------------------------------
 from .models import TARGETS, Dataset, MultiIndexModel
 from .network import ACTIVATIONS, LOSSES, TwoLayerNet
 from .hessian import Hessian

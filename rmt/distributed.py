@@ -8,7 +8,7 @@ function is asked to use it, and then says how to install it when it is missing.
   arrives, exactly once.  A task whose worker dies is rerun by the scheduler.
 - ``DistributedHessian(net, data, W, weight_decay, client=client)`` keeps row shards ``X_s`` of
   ``X`` and their curvature blocks ``D_s`` on the workers (scattered once).  A product sends
-  ``V`` and gets back ``X_s^T R_s`` per shard (THEORY.md section 2):
+  ``V`` and gets back ``X_s^T R_s`` per shard (docs/theory.md section 2):
   ``H V = (1/n) sum_s X_s^T R_s + weight_decay V``.
 """
 

@@ -1,4 +1,4 @@
-"""The empirical first-layer Hessian as a matrix-free operator (THEORY.md section 2)."""
+"""The empirical first-layer Hessian as a matrix-free operator (docs/theory.md section 2)."""
 
 from __future__ import annotations
 

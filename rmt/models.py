@@ -1,4 +1,4 @@
-"""Multi-index data models (THEORY.md section 1).
+"""Multi-index data models (docs/theory.md section 1).
 
 Covariates ``x ~ N(0, I_d)``, hidden directions ``Theta*`` (``d x k``, orthonormal columns),
 ``z = Theta*^T x`` and labels ``y = g(z) + noise * eps``.
@@ -210,14 +210,28 @@ class MultiIndexModel:
             y = y + self.noise * rng.standard_normal(y.shape[0])
         return y
 
-    def sample(self, n: int, d: int, rng=None) -> Dataset:
-        """Draw ``theta`` at random, then ``n`` samples in dimension ``d``."""
+    def sample(self, n: int, d: int, rng=None, theta=None) -> Dataset:
+        """Draw ``theta`` at random (or take the given one), then ``n`` samples in dimension ``d``.
+
+        Passing the ``theta`` of a training set draws a held-out test set of the same model.
+        """
         n = check_positive_int(n, "n")
         d = check_positive_int(d, "d")
         if d < self.k:
             raise ValueError(f"d must be at least k = {self.k}; got d = {d}")
         rng = np.random.default_rng(rng)
-        theta = random_orthonormal(d, self.k, rng)
+        if theta is None:
+            theta = random_orthonormal(d, self.k, rng)
+        else:
+            theta = as_float_array(theta, "theta")
+            theta = theta[:, None] if theta.ndim == 1 else theta
+            if theta.shape != (d, self.k) or not np.allclose(
+                theta.T @ theta, np.eye(self.k), atol=1e-8
+            ):
+                raise ValueError(
+                    f"theta must be (d, k) = ({d}, {self.k}) with orthonormal columns; "
+                    f"got shape {theta.shape}"
+                )
         X = rng.standard_normal((n, d))
         y = self.labels(X @ theta, rng)
         return Dataset(X, y, theta)

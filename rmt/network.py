@@ -78,7 +78,7 @@ class TwoLayerNet:
         return ew.loss_values(self.loss_code, y, f, self.huber_delta)
 
     def curvature(self, U, y):
-        """Curvature blocks ``D_i`` (``N x m x m``, THEORY.md section 2) from pre-activations.
+        """Curvature blocks ``D_i`` (``N x m x m``, docs/theory.md section 2) from pre-activations.
 
         ``U`` has shape ``(N, m)`` (``u_i = W^T x_i``) and ``y`` shape ``(N,)``.
         """

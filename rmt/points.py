@@ -1,4 +1,4 @@
-"""Post-first-phase points: the population point and the trained point (THEORY.md section 6).
+"""Post-first-phase points: the population point and the trained point (docs/theory.md section 6).
 
 Two ways to pick the weights ``W`` at which the Hessian of sections 2-4 is studied:
 
@@ -112,7 +112,7 @@ def _risk_and_grad(L, M, nodes: _RiskNodes, net: TwoLayerNet, per_node=False):
 def population_risk(
     model, net, Q, M=None, *, method="auto", order=None, max_nodes=200_000, n_mc=200_000, rng=0
 ) -> float:
-    """Population risk ``R(Q, M) = E[l(y, sum_j a_j sigma(u_j))]`` (THEORY.md section 6).
+    """Population risk ``R(Q, M) = E[l(y, sum_j a_j sigma(u_j))]`` (docs/theory.md section 6).
 
     ``z ~ N(0, I_k)``, ``y = g(z) + noise eps`` and ``u = M z + (Q - M M^T)^{1/2} h`` with
     ``h ~ N(0, I_m)`` independent, i.e. the law of ``u = W^T x`` when ``W^T W = Q`` and
@@ -128,7 +128,7 @@ def population_risk(
 
 @dataclass(frozen=True)
 class PointSpec:
-    """A population point: ``W^T W = Q`` and ``W^T Theta* = M`` (THEORY.md section 6, point 2).
+    """A population point: ``W^T W = Q`` and ``W^T Theta* = M`` (docs/theory.md section 6, point 2).
 
     Attributes
     ----------
@@ -153,7 +153,7 @@ class PointSpec:
         ``"quadrature"`` (tensor Gauss-Hermite) or ``"monte_carlo"``, and ``order`` its order.
     curvature : ndarray (m, m)
         ``E[D]`` at the point: the population Hessian in directions orthogonal to
-        ``span(W, Theta*)`` is ``E[D] (x) I`` (THEORY.md section 2; ``sigma'' = 0`` for relu).
+        ``span(W, Theta*)`` is ``E[D] (x) I`` (docs/theory.md section 2; ``sigma'' = 0`` for relu).
     """
 
     Q: np.ndarray
@@ -210,7 +210,7 @@ def population_point(
     gtol=1e-7,
     maxiter=2000,
 ) -> PointSpec:
-    """Minimise the population risk over ``Q = W^T W`` with ``W^T Theta* = M`` (THEORY.md §6).
+    """Minimise the population risk over ``Q = W^T W`` with ``W^T Theta* = M`` (docs/theory.md §6).
 
     The risk :func:`population_risk` is integrated over ``(z, h[, eps])`` with tensor
     Gauss-Hermite nodes while ``order**dim <= max_nodes`` allows an order of at least 10
@@ -340,7 +340,7 @@ def loss_and_grad_fused(net, data, W, weight_decay=0.0):
     """Mean loss plus ``weight_decay/2 ||W||_F^2`` and its gradient, by the fused Numba kernel.
 
     Same result as :meth:`rmt.TwoLayerNet.loss_and_grad` (the slow, obvious reference), in one
-    pass over ``X`` (THEORY.md section 2, gradient formula).
+    pass over ``X`` (docs/theory.md section 2, gradient formula).
     """
     if not isinstance(net, TwoLayerNet):
         raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
@@ -386,7 +386,7 @@ def theta_overlap(W, theta) -> float:
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Result of :func:`train_first_phase` (THEORY.md section 6, point 3).
+    """Result of :func:`train_first_phase` (docs/theory.md section 7.1).
 
     Curves have one entry per step ``t = 0..steps-1``, evaluated at the iterate *before* update
     ``t``: ``loss`` (with weight decay), ``grad_norm`` (Frobenius) and ``overlap``
@@ -472,7 +472,7 @@ def train_first_phase(
     rng=None,
     progress=True,
 ) -> TrainResult:
-    """Full-batch gradient descent to the end of the first phase (THEORY.md section 6, point 3).
+    """Full-batch gradient descent to the end of the first phase (docs/theory.md section 7.1).
 
     ``W_{t+1} = W_t - lr grad L(W_t)`` with the fused Numba kernel (:func:`loss_and_grad_fused`),
     from ``W0`` or, by default, ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each
@@ -588,7 +588,7 @@ class EscapeTime(NamedTuple):
 def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
     """Escape delay ``log(d) / |lambda_out|`` from a saddle with curvature ``lambda_out < 0``.
 
-    THEORY.md section 6: from the post-first-phase point, the component of ``W`` along the most
+    docs/theory.md section 6: from the post-first-phase point, the component of ``W`` along the most
     negative Hessian direction starts at the random level ``~ d^{-1/2}`` and grows like
     ``exp(|lambda_out| t)`` under gradient flow, so leaving the plateau takes a time of order
     ``log(d)/|lambda_out|``.  This is an order of magnitude (the constant depends on the
@@ -642,7 +642,7 @@ class Point:
     """Where the Hessian is studied: the weights ``W`` for a sample, and the law if it is fixed.
 
     ``kind`` names the point; ``sample_dependent`` is True when ``W`` depends on the sample (then
-    there is no Gaussian law of THEORY.md section 3 to predict with, and :meth:`law_inputs` is
+    there is no Gaussian law of docs/theory.md section 3 to predict with, and :meth:`law_inputs` is
     ``None``).  ``failure`` is empty, or says why the point is not to be trusted.
     """
 
@@ -664,7 +664,7 @@ class Point:
         return self.weights(net, data, rng), None
 
     def law_inputs(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(Q, M) = (W^T W, W^T Theta*)`` of the Gaussian law (THEORY.md section 3), or
+        """``(Q, M) = (W^T W, W^T Theta*)`` of the Gaussian law (docs/theory.md section 3), or
         ``None`` when ``W`` depends on the sample."""
         return None
 

@@ -1,6 +1,6 @@
 """The first-layer Hessian over an ``X`` kept out of memory, product by row blocks.
 
-``StreamingHessian(net, data, W)`` is ``rmt.Hessian`` (THEORY.md section 2) for an ``X`` in
+``StreamingHessian(net, data, W)`` is ``rmt.Hessian`` (docs/theory.md section 2) for an ``X`` in
 chunked storage, where ``data`` is an ``rmt.Dataset`` or a :class:`RowData` (``X`` out of memory,
 ``y`` in memory):
 
@@ -177,7 +177,7 @@ def block_product(X, D, Vt, block_rows: int, n_chunks: int, reverse=False) -> np
 
 
 class StreamingHessian(SymmetricOperator):
-    """First-layer Hessian whose products stream ``X`` in row blocks (THEORY.md section 2).
+    """First-layer Hessian whose products stream ``X`` in row blocks (docs/theory.md section 2).
 
         H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
 

@@ -1,9 +1,9 @@
 """``delta_NN``: when the most negative Hessian direction at the post-first-phase point carries
-``Theta*`` (THEORY.md section 6).
+``Theta*`` (docs/theory.md section 6).
 
 **Definition (this project's own).**  For a configuration (model, network, point) the law of the
 curvature blocks is fixed and ``delta = n/d`` varies.  ``delta_NN`` is the smallest ``delta`` at
-which the Hessian has a left outlier (below the bulk, THEORY.md section 4) that
+which the Hessian has a left outlier (below the bulk, docs/theory.md section 4) that
 
 * carries ``Theta*`` overlap (``overlap_theta > 0``), and
 * is a descent direction: its eigenvalue is below 0.
@@ -75,7 +75,7 @@ def descent_outlier(law, delta, overlap_tol=1e-3, require_negative=True):
 
 def _label_free(law, tol=1e-10) -> bool:
     """True when ``D`` carries no ``Theta*`` information: ``E[(z z^T - I) (x) D] = 0`` and
-    ``E[z (x) D] = 0`` (then the spike term of THEORY.md section 4 vanishes)."""
+    ``E[z (x) D] = 0`` (then the spike term of docs/theory.md section 4 vanishes)."""
     z = law.zhat[:, : law.theta_dims]
     w = law.weights
     first = np.einsum("n,nk,nab->kab", w, z, law.D)
@@ -176,7 +176,7 @@ def delta_nn(
             dalg,
             np.inf,
             "the curvature blocks D are unbounded below, so the bulk "
-            "has no left edge and no outlier can separate (THEORY.md section 4)",
+            "has no left edge and no outlier can separate (docs/theory.md section 4)",
             notes,
         )
     if _label_free(law):
@@ -223,7 +223,7 @@ def delta_nn(
             )
     edge = float(bulk_edges(law, dnn).lo)
     best = _safe_descent(law, dnn * (1 + 1e-6), 0.0, notes, require_negative=False)
-    # at the BBP point the outlier is born at the edge with zero overlap (THEORY.md section 4)
+    # at the BBP point the outlier is born at the edge with zero overlap (docs/theory.md section 4)
     value, ov = (best.value, best.overlap_theta) if best else (edge, 0.0)
     return ThresholdResult(
         dnn, dalg, d0, edge, value, ov, bool(ok) and not notes, "", (d0, dnn), notes

@@ -141,7 +141,7 @@ def test_newton_jacobian_matches_finite_differences(rng):
         np.testing.assert_allclose((R1 - R2) / (2 * h), J[:, q], rtol=1e-6, atol=1e-6)
 
 
-# -- scalar spectral estimator: published values (Lu & Li 2017; THEORY.md section 4) --------
+# -- scalar spectral estimator: published values (Lu & Li 2017; docs/theory.md section 4) --------
 def lu_li_law():
     return rmt.SpikeLaw.spectral(PHASE, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0))
 
@@ -201,7 +201,7 @@ def quad_expect(f, kinks):
 
 
 def scalar_reference_outlier(T, kinks, delta):
-    """THEORY.md section 4, m = K = 1, every expectation by adaptive quad (independent code)."""
+    """docs/theory.md section 4, m = K = 1, every expectation by adaptive quad (independent code)."""
 
     def EF(s, p):
         return quad_expect(lambda z: (z * z) ** p * T(z * z) / (1 + T(z * z) * s / delta), kinks)
@@ -245,7 +245,7 @@ def test_nonsmooth_preprocessing_matches_adaptive_quad(name):
     assert abs(rmt.bulk_edges(gh, delta).hi - edge_ref) > 1e-3 * abs(edge_ref)
 
 
-# -- unbounded curvature (THEORY.md section 4) -----------------------------------------------
+# -- unbounded curvature (docs/theory.md section 4) -----------------------------------------------
 def test_unbounded_side_is_reported():
     net = rmt.TwoLayerNet(1, "softplus", "square", a=np.array([1.0]))
     law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[0.5]]))

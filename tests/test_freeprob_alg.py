@@ -1,4 +1,4 @@
-"""delta_alg (THEORY.md section 5) against known values and scipy.integrate.quad."""
+"""delta_alg (docs/theory.md section 5) against known values and scipy.integrate.quad."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Theory (THEORY.md sections 3-4) against dense simulation of network Hessians (seeded).
+"""Theory (docs/theory.md sections 3-4) against dense simulation of network Hessians (seeded).
 
 The Hessian is built here from ``X`` and the per-sample blocks ``D_i`` with numpy GEMMs (not the
 package's kernels) and diagonalised by LAPACK.  ``W`` is data-independent and orthogonal to
@@ -12,7 +12,7 @@ import scipy.linalg as sl
 import rmt
 
 PHASE = rmt.MultiIndexModel("phase_retrieval")
-#: configuration with a bottom outlier carrying Theta* overlap (scan of THEORY.md section 6 points)
+#: configuration with a bottom outlier carrying Theta* overlap (scan of docs/theory.md section 6 points)
 DELTA = 8.0
 
 

@@ -20,7 +20,7 @@ def _setup(rng, act="tanh", loss="square", m=2, n=150, d=9, wd=0.0, a=None):
 
 
 def _numpy_curvature(net, data, W):
-    """D_i from THEORY.md section 2, written with plain numpy (independent of the kernel)."""
+    """D_i from docs/theory.md section 2, written with plain numpy (independent of the kernel)."""
     s, ds, d2s = net.sigma(data.X @ W)
     f = s @ net.a
     _, dl, d2l = net.loss_derivatives(data.y, f)
@@ -74,7 +74,7 @@ def test_weight_decay_shifts_spectrum(rng):
 
 
 def test_origin_is_spectral_estimator(rng):
-    """THEORY.md section 2: at W = 0 the Hessian is (1/n) sum T(y_i) x_i x_i^T (x) D0."""
+    """docs/theory.md section 2: at W = 0 the Hessian is (1/n) sum T(y_i) x_i x_i^T (x) D0."""
     net = rmt.TwoLayerNet(2, activation="quadratic", loss="square", a=A2)
     data = rmt.MultiIndexModel("phase_retrieval").sample(100, 6, rng=rng)
     H = rmt.Hessian(net, data, np.zeros((6, 2)))

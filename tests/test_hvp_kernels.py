@@ -1,4 +1,4 @@
-"""Fused Hessian-vector kernels against the obvious numpy product (THEORY.md section 2).
+"""Fused Hessian-vector kernels against the obvious numpy product (docs/theory.md section 2).
 
 Every kernel (the generic ``hvp_fused`` and each unrolled ``hvp_m{m}``) and the dispatch in
 ``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is computed by

@@ -114,3 +114,15 @@ def test_random_orthonormal_is_haar_on_average():
         t = random_orthonormal(4, 1, rng)
         acc += t @ t.T
     np.testing.assert_allclose(acc / 4000, np.eye(4) / 4, atol=0.02)
+
+
+def test_sample_with_a_given_theta_draws_a_test_set_of_the_same_model():
+    model = rmt.MultiIndexModel("phase_retrieval")
+    train = model.sample(500, 20, rng=0)
+    test = model.sample(400, 20, rng=1, theta=train.theta)
+    np.testing.assert_array_equal(test.theta, train.theta)
+    z = test.X @ test.theta
+    np.testing.assert_allclose(test.y, z[:, 0] ** 2, rtol=1e-12)
+    assert not np.allclose(test.X[:5], train.X[:5])
+    with pytest.raises(ValueError, match="orthonormal"):
+        model.sample(10, 20, rng=0, theta=2 * train.theta)

@@ -1,4 +1,4 @@
-"""Points (THEORY.md section 6): quadrature risk, its minimiser, draw(), and the Point kinds."""
+"""Points (docs/theory.md section 6): quadrature risk, its minimiser, draw(), and the Point kinds."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Fused training kernel and first-phase gradient descent (THEORY.md sections 1 and 6)."""
+"""Fused training kernel and first-phase gradient descent (docs/theory.md sections 1 and 6)."""
 
 import numpy as np
 import pytest

@@ -20,7 +20,7 @@ def _gauss_expect(f, breaks):
 
 
 def _scalar_bbp_reference(T, sup_T, breaks):
-    """BBP point of (1/n) sum T(y_i) x_i x_i^T on the right edge, T >= 0 (THEORY.md section 4,
+    """BBP point of (1/n) sum T(y_i) x_i x_i^T on the right edge, T >= 0 (docs/theory.md section 4,
     the Lu-Li form): the delta where s E[(z^2-1) T/(1 + T s/delta)] = -1 at the edge of zeta."""
 
     def zeta(s, dl):
@@ -40,7 +40,7 @@ def _scalar_bbp_reference(T, sup_T, breaks):
 
 def test_quadratic_huber_at_origin_matches_scalar_reference():
     """At W = 0 a quadratic unit with Huber loss is the spectral method T(y) = -2 min(y, 1)
-    (THEORY.md section 2); its negative outlier is born below 0, so delta_NN = delta_BBP."""
+    (docs/theory.md section 2); its negative outlier is born below 0, so delta_NN = delta_BBP."""
     ref = _scalar_bbp_reference(lambda z: 2 * min(z * z, 1.0), 2.0, [-1.0, 0.0, 1.0])
     res = delta_nn(
         rmt.MultiIndexModel("phase_retrieval"),

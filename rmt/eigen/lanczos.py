@@ -2,7 +2,7 @@
 
 One engine serves both methods: ``block=1`` is the single-vector thick-restart Lanczos of
 Wu & Simon (TRLan, 2000); ``block=b>1`` is its block form, where each step multiplies ``b``
-vectors in one product (for an ``rmt.Hessian``: one pass over ``X``, THEORY.md section 2).
+vectors in one product (for an ``rmt.Hessian``: one pass over ``X``, docs/theory.md section 2).
 
 The basis ``Q`` and the projected matrix ``S = Q^T A Q`` are kept explicitly, as in the
 Krylov-Schur method (Stewart, 2001): after a restart ``S`` is diagonal (the kept Ritz values)

@@ -1,4 +1,4 @@
-"""The experiments layer: theory next to simulation, returned as data (THEORY.md sections 3-6).
+"""The experiments layer: theory next to simulation, returned as data (docs/theory.md sections 3-6).
 
 Nothing here writes a file, except :func:`run_sweep`, whose resumable table and manifest let an
 interrupted sweep continue.  The commands (:mod:`rmt.commands`) call these functions and write

@@ -1,4 +1,4 @@
-"""Full empirical spectra by dense ``eigh``, next to the predicted density (THEORY.md sec. 3)."""
+"""Full empirical spectra by dense ``eigh``, next to the predicted density (docs/theory.md sec. 3)."""
 
 from __future__ import annotations
 

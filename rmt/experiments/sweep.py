@@ -1,4 +1,4 @@
-"""Theory against simulation across ``delta`` (THEORY.md sections 3, 4 and 6).
+"""Theory against simulation across ``delta`` (docs/theory.md sections 3, 4 and 6).
 
 One *point* of a sweep is a pair ``(delta, seed)``: sample the data, build the post-first-phase
 weights, compute the extreme eigenpairs of the Hessian and their overlaps with ``Theta*``, and
@@ -51,7 +51,7 @@ SWEEP_KEY = ("delta", "seed", "index")
 
 
 def _theory_pair(config, sim, delta):
-    """Gaussian-law and plug-in predictions for the Hessian at ``W`` (THEORY.md section 6)."""
+    """Gaussian-law and plug-in predictions for the Hessian at ``W`` (docs/theory.md section 6)."""
     from ..freeprob import SpikeLaw
 
     W, theta = sim.W, sim.data.theta

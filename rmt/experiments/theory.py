@@ -1,4 +1,4 @@
-"""Predictions of the free-probability engine at a point (THEORY.md sections 3 and 4)."""
+"""Predictions of the free-probability engine at a point (docs/theory.md sections 3 and 4)."""
 
 from __future__ import annotations
 

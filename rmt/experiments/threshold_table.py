@@ -1,4 +1,4 @@
-"""``delta_NN`` of one configuration, and over a table of configurations (THEORY.md sec. 6)."""
+"""``delta_NN`` of one configuration, and over a table of configurations (docs/theory.md sec. 6)."""
 
 from __future__ import annotations
 

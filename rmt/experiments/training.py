@@ -1,4 +1,4 @@
-"""The first phase of gradient descent, then the escape from the plateau (THEORY.md sec. 6)."""
+"""The first phase of gradient descent, then the escape from the plateau (docs/theory.md sec. 6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Free-probability engine: operator-valued Marchenko-Pastur, edges, outliers, BBP thresholds.
 
-THEORY.md sections 3-5.  The law of ``(zhat, D)`` is a ``SpikeLaw``; every solver takes it with
+docs/theory.md sections 3-5.  The law of ``(zhat, D)`` is a ``SpikeLaw``; every solver takes it with
 ``delta = n/d``.
 
 - ``stieltjes(law, delta, zeta)``: ``G(zeta)`` (section 3, (MP)).
@@ -15,7 +15,7 @@ Laws (``SpikeLaw``) come from ``from_network`` (Gaussian law at a data-independe
 
 What the results say beyond numbers:
 
-- ``law.unbounded = (below, above)``: ``D`` is unbounded on that side (THEORY.md section 4), so
+- ``law.unbounded = (below, above)``: ``D`` is unbounded on that side (docs/theory.md section 4), so
   the edge is infinite, ``outliers`` returns an empty list with ``.reason`` and
   ``bbp_threshold`` returns ``found=False, delta=inf`` with the reason.
 - ``BulkEdges.lo_kind / hi_kind``: ``"fold"`` (square-root edge, exact to solver tolerance),

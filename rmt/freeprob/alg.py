@@ -1,4 +1,4 @@
-"""The algorithmic threshold ``delta_alg`` (THEORY.md section 5).
+"""The algorithmic threshold ``delta_alg`` (docs/theory.md section 5).
 
 With ``G(y) = E[z z^T - I_k | y]`` (when ``E[z | y] = 0``),
 
@@ -141,7 +141,7 @@ def _posterior_G(t_w, y_t, Gam, noise, y):
 
 
 def delta_alg(model) -> DeltaAlg:
-    """``delta_alg`` of a registry target, noiseless or noisy (THEORY.md section 5).
+    """``delta_alg`` of a registry target, noiseless or noisy (docs/theory.md section 5).
 
     Targets not even in ``z`` (``relu``, ``linear``) have ``E[z | y] != 0``: the direction is
     learned at any ``delta`` and the result is ``0`` with that reason.

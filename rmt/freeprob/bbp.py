@@ -1,4 +1,4 @@
-"""BBP threshold in ``delta`` of a spiked kernel ensemble (THEORY.md section 4).
+"""BBP threshold in ``delta`` of a spiked kernel ensemble (docs/theory.md section 4).
 
 An outlier with ``overlap_theta > 0`` exists on a side iff ``S_lambda`` at the edge has an
 eigenvalue of the outward sign whose eigenvector has rows along ``Theta*``.  With
@@ -63,7 +63,7 @@ def theta_margin(law, delta, side):
 def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPThreshold:
     """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk (``side``).
 
-    The law is fixed and ``delta`` varies (THEORY.md section 4).  ``psi`` is scanned on a geometric
+    The law is fixed and ``delta`` varies (docs/theory.md section 4).  ``psi`` is scanned on a geometric
     grid of ``n_grid`` points over ``delta_range``; the first sign change is refined by Brent's
     method to relative tolerance 1e-12.  A crossing narrower than the grid spacing can be missed.
     """

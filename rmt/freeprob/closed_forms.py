@@ -1,8 +1,8 @@
-"""Closed-form laws used as references (THEORY.md sections 3-4).
+"""Closed-form laws used as references (docs/theory.md sections 3-4).
 
 - Marchenko-Pastur: the limit spectrum of ``(1/n) X^T X``, ``X`` of shape ``n x d`` with
   i.i.d. ``N(0, 1)`` entries and ``delta = n/d`` (Marchenko & Pastur 1967).  This is the
-  operator-valued equation (MP) of THEORY.md section 3 with ``D = 1``.
+  operator-valued equation (MP) of docs/theory.md section 3 with ``D = 1``.
 - Spiked covariance (Baik, Ben Arous & Peche 2005; Paul 2007): rows ``x ~ N(0, I + l v v^T)``,
   aspect ratio ``gamma = d/n``; the top eigenvalue separates for ``l > sqrt(gamma)``.
 - Spiked Wigner (Peche 2006; Benaych-Georges & Nadakuditi 2011): ``theta v v^T + W`` with ``W``

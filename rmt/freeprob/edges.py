@@ -1,4 +1,4 @@
-"""Bulk edges as folds of the real branch of (MP) (THEORY.md section 3).
+"""Bulk edges as folds of the real branch of (MP) (docs/theory.md section 3).
 
 Below (above) the spectrum the physical ``G(zeta)`` is real, definite, and increasing in ``zeta``.
 We parametrise the branch by ``tau = tr G / m``, which stays monotone through the fold, and solve

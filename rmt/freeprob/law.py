@@ -1,4 +1,4 @@
-"""The law of a spiked kernel ensemble: weighted nodes of ``(zhat, D)`` (THEORY.md sections 3-4).
+"""The law of a spiked kernel ensemble: weighted nodes of ``(zhat, D)`` (docs/theory.md sections 3-4).
 
 ``H = (1/n) sum_i D_i (x) x_i x_i^T + shift * I`` with ``zhat_i = B^T x_i`` and ``D_i`` a function
 of ``zhat_i`` and label noise.  The first ``theta_dims`` coordinates of ``zhat`` span ``Theta*``.
@@ -33,7 +33,7 @@ class SpikeLaw:
         ``lambda_wd``: the whole spectrum is shifted by it.
     unbounded : (bool, bool)
         Whether the true (not the discretised) ``D`` is unbounded below / above.  Then the bulk is
-        unbounded on that side and no outlier separates there (THEORY.md section 4).
+        unbounded on that side and no outlier separates there (docs/theory.md section 4).
     d_bounds : (float, float), optional
         For ``m = 1``, the exact essential infimum and supremum of ``D``, when the nodes do not
         reach them (a supremum attained only as ``y -> inf``).  The real branch is then cut there.
@@ -151,7 +151,7 @@ class SpikeLaw:
         """Gaussian law of ``(zhat, D)`` for the Hessian at a data-independent ``W``.
 
         ``Q = W^T W`` (``m x m``) and ``M = W^T Theta*`` (``m x k``, default 0) fix the law:
-        ``u = W^T x = M z + C^T zperp`` with ``C^T C = Q - M M^T`` (THEORY.md section 3).
+        ``u = W^T x = M z + C^T zperp`` with ``C^T C = Q - M M^T`` (docs/theory.md section 3).
         ``nodes="auto"`` picks:
 
         - ``"nested"`` for a single-index target with a Huber loss or a ReLU activation (at most
@@ -261,7 +261,7 @@ class SpikeLaw:
         For a noiseless ``k = 1`` model, ``nodes="auto"`` uses ``adaptive_gauss_1d``, accurate
         across kinks and jumps of ``T(g(z))``.  ``T_bounds = (inf T, sup T)`` gives the exact range
         of ``T`` over the support of ``y`` (use ``inf`` for an unbounded side); it is needed
-        when a supremum is reached only as ``y -> inf`` (THEORY.md section 4, threshold ``c/2``).
+        when a supremum is reached only as ``y -> inf`` (docs/theory.md section 4, threshold ``c/2``).
         """
         if not isinstance(model, MultiIndexModel) or model._target is None:
             raise TypeError("model must be an rmt.MultiIndexModel with a registry target")

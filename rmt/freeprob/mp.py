@@ -1,4 +1,4 @@
-"""Newton solver of the operator-valued Marchenko-Pastur equation (THEORY.md section 3, (MP)).
+"""Newton solver of the operator-valued Marchenko-Pastur equation (docs/theory.md section 3, (MP)).
 
     G(zeta) = ( -zeta I_m + E[F] )^{-1},    F = D (I_m + G D / delta)^{-1}.
 
@@ -145,7 +145,7 @@ class MPSystem:
         return None
 
     def tangent(self, state):
-        """``dG/dzeta = J^{-1} vech(I)`` at a converged point (THEORY.md section 4, ``G'``)."""
+        """``dG/dzeta = J^{-1} vech(I)`` at a converged point (docs/theory.md section 4, ``G'``)."""
         return self.unvech(np.linalg.solve(state.J, self.e.astype(state.J.dtype)))
 
     # -- real branch checks --------------------------------------------------------------
@@ -168,7 +168,7 @@ class MPSystem:
         return self.pole_margin(G, side) > 0.0
 
     def spike_matrices(self, G, Gp):
-        """``E[kron(zhat zhat^T, F)]`` and ``E[kron(zhat zhat^T, F G' F)]`` (THEORY.md section 4)."""
+        """``E[kron(zhat zhat^T, F)]`` and ``E[kron(zhat zhat^T, F G' F)]`` (docs/theory.md section 4)."""
         if self.unrolled:
             return self._spike_matrices_unrolled(G, Gp)
         Km = self.law.K * self.m

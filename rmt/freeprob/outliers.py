@@ -1,4 +1,4 @@
-"""Outlier eigenvalues and their overlaps (THEORY.md section 4; the BBP threshold is in ``bbp.py``).
+"""Outlier eigenvalues and their overlaps (docs/theory.md section 4; the BBP threshold is in ``bbp.py``).
 
 For real ``lambda`` outside the bulk, with ``G = G(lambda)`` and ``F`` as in (MP), the map on
 ``A in R^{K x m}``
@@ -27,7 +27,7 @@ EDGE_RESOLUTION = 1e-9  # roots closer than this (relative) to the edge are not 
 
 @dataclass
 class Outlier:
-    """An outlier eigenvalue of ``H`` outside the bulk (THEORY.md section 4).
+    """An outlier eigenvalue of ``H`` outside the bulk (docs/theory.md section 4).
 
     ``overlap_spike``: squared overlap of the eigenvector with ``R^m (x) span(zhat)``;
     ``overlap_theta``: with ``R^m (x) span(Theta*)``.  ``vector`` is the null vector ``A``
@@ -158,7 +158,7 @@ def _overlaps(branch: RealBranch, lam, j, theta_rows):
 
 
 def outliers(law, delta, side="left", edges=None) -> Outliers:
-    """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (THEORY.md sec. 4).
+    """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (docs/theory.md sec. 4).
 
     Returns an ``Outliers`` list (possibly empty; then ``.reason`` says why).  An unbounded side
     returns an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.

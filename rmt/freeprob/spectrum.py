@@ -1,4 +1,4 @@
-"""Solvers for the bulk: ``stieltjes``, ``bulk_edges``, ``bulk_density`` (THEORY.md section 3).
+"""Solvers for the bulk: ``stieltjes``, ``bulk_edges``, ``bulk_density`` (docs/theory.md section 3).
 
 ``check_law``, ``side_edge``, ``continue_real_branch`` and ``real_branch_start`` are the
 building blocks that the outlier and BBP solvers share.
@@ -43,7 +43,7 @@ def side_edge(mp: MPSystem, side):
 
 
 def bulk_edges(law, delta) -> BulkEdges:
-    """Edges ``(lo, hi)`` of the bulk of ``H`` (THEORY.md section 3, fold of the real branch).
+    """Edges ``(lo, hi)`` of the bulk of ``H`` (docs/theory.md section 3, fold of the real branch).
 
     Each edge is the fold of the real branch of (MP) continued from ``-+inf`` and refined by
     Newton on the extended system.  An unbounded side (``law.unbounded``) gives ``-+inf``;
@@ -71,7 +71,7 @@ def bulk_edges(law, delta) -> BulkEdges:
 
 @dataclass
 class StieltjesResult:
-    """``G(zeta)`` (``m x m``, THEORY.md (MP)) with its convergence record.
+    """``G(zeta)`` (``m x m``, docs/theory.md (MP)) with its convergence record.
 
     ``np.asarray(result)`` is the matrix.  ``s = trace(G)/m`` is the scalar Stieltjes transform.
     """
@@ -151,7 +151,7 @@ def real_branch_start(mp: MPSystem, side):
 
 
 def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
-    """Matrix Stieltjes transform ``G(zeta)`` solving (MP) (THEORY.md section 3).
+    """Matrix Stieltjes transform ``G(zeta)`` solving (MP) (docs/theory.md section 3).
 
     For complex ``zeta``: Newton on the entries of ``G`` with continuation in ``Im zeta`` from far
     above (``G(conj zeta) = conj G(zeta)``).  For real ``zeta`` outside the bulk: continuation along
@@ -186,7 +186,7 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
 class BulkDensity:
     """``rho(x) = Im tr G(x + i eta) / (m pi)`` on a grid, minus the atom's Lorentzian.
 
-    ``atom`` is the mass at ``law.shift`` (``max(0, 1 - delta E[rank D] / m)``, THEORY.md sec. 3).
+    ``atom`` is the mass at ``law.shift`` (``max(0, 1 - delta E[rank D] / m)``, docs/theory.md sec. 3).
     """
 
     x: np.ndarray
@@ -199,7 +199,7 @@ class BulkDensity:
 
 
 def bulk_density(law, delta, x, eta=None) -> BulkDensity:
-    """Density of the bulk at the points ``x`` and the mass of the atom at 0 (THEORY.md sec. 3).
+    """Density of the bulk at the points ``x`` and the mass of the atom at 0 (docs/theory.md sec. 3).
 
     Each point is solved at ``zeta = x + i eta`` (default ``eta = 1e-10 * law.scale``), warm
     started from the previous point and checked to be physical (``Im G >= 0``), otherwise by

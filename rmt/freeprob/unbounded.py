@@ -1,4 +1,4 @@
-"""Is the curvature ``D`` unbounded on a side?  (THEORY.md section 4, "Unbounded curvature".)
+"""Is the curvature ``D`` unbounded on a side?  (docs/theory.md section 4, "Unbounded curvature".)
 
 If ``D`` is unbounded below (above), so is the bulk: no outlier separates on that side, the limit
 transition does not exist there and ``delta_NN = inf``.  A discretised law is always bounded, so

@@ -1,4 +1,4 @@
-"""Numba kernels of the operator-valued Marchenko-Pastur equation (THEORY.md sections 3-4).
+"""Numba kernels of the operator-valued Marchenko-Pastur equation (docs/theory.md sections 3-4).
 
 For nodes ``(zhat_i, D_i)`` with weights ``w_i`` and a symmetric ``G`` (real or complex),
 
@@ -319,7 +319,7 @@ def weighted_products(A, B, out):
 
 @njit(cache=True)
 def mp_residual(EF, JF, G, zeta, inv_delta, ia, ib, R, J):
-    """Residual and Jacobian of (MP) from the moments (THEORY.md section 3), in one call.
+    """Residual and Jacobian of (MP) from the moments (docs/theory.md section 3), in one call.
 
     ``R = vech(-zeta I + EF - G^{-1})`` and ``J = -JF / delta + (X -> G^{-1} X G^{-1})`` in
     symmetric coordinates.  Returns ``(ok, scale, max |G^{-1}|)`` with

@@ -1,4 +1,4 @@
-"""Numba kernels of the first-layer Hessian (THEORY.md section 2).
+"""Numba kernels of the first-layer Hessian (docs/theory.md section 2).
 
     H = (1/n) sum_i D_i (x) x_i x_i^T + lambda_wd I,
     D_i[j,k] = l'' a_j a_k s'(u_ij) s'(u_ik) + [j=k] l' a_j s''(u_ij).

@@ -1,4 +1,4 @@
-"""Numba kernel of the loss and gradient for full-batch gradient descent (THEORY.md section 1).
+"""Numba kernel of the loss and gradient for full-batch gradient descent (docs/theory.md section 1).
 
     L(W) = (1/n) sum_i l(y_i, f_i) + (lambda_wd/2) ||W||_F^2,   f_i = sum_j a_j sigma(u_ij),
     grad_{w_j} L = (1/n) sum_i l'(y_i, f_i) a_j sigma'(u_ij) x_i + lambda_wd w_j.
