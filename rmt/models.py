@@ -181,6 +181,11 @@ class MultiIndexModel:
         )
 
     @property
+    def is_registry(self) -> bool:
+        """True for a registry target (a known link ``g(z)``), False for a custom callable."""
+        return self._target is not None
+
+    @property
     def deterministic(self) -> bool:
         """True when ``y`` is a fixed function of ``z`` (registry target and no noise)."""
         return self._target is not None and self.noise == 0.0

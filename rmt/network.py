@@ -88,7 +88,7 @@ class TwoLayerNet:
             raise ValueError(
                 f"U must have shape (N, {self.width}) with N = len(y) = {y.shape[0]}; got {U.shape}"
             )
-        self._check_labels(y)
+        self.check_labels(y)
         N, m = U.shape
         D = np.empty((N, m, m))
         f = np.empty(N)
@@ -120,7 +120,7 @@ class TwoLayerNet:
             raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
         wd = check_nonneg_float(weight_decay, "weight_decay")
         W = self.check_weights(W, data.d)
-        self._check_labels(data.y)
+        self.check_labels(data.y)
         s, ds, _ = self.sigma(data.X @ W)
         f = s @ self.a
         ell, dl, _ = self.loss_derivatives(data.y, f)
@@ -129,6 +129,7 @@ class TwoLayerNet:
         value = float(np.mean(ell)) + 0.5 * wd * float(np.sum(W * W))
         return value, grad
 
-    def _check_labels(self, y):
+    def check_labels(self, y):
+        """Raise ValueError when the labels do not suit the loss (logistic needs +-1)."""
         if self.loss == "logistic" and not np.all(np.abs(y) == 1.0):
             raise ValueError("the logistic loss needs labels in {-1, +1}; use a sign target")

@@ -348,7 +348,7 @@ def loss_and_grad_fused(net, data, W, weight_decay=0.0):
         raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
     wd = check_nonneg_float(weight_decay, "weight_decay")
     W = net.check_weights(W, data.d)
-    net._check_labels(data.y)
+    net.check_labels(data.y)
     return _fused(net, data, W, wd, default_chunks())
 
 
@@ -450,7 +450,7 @@ def _check_train_args(net, data, lr, max_steps, continue_steps, window):
     window = check_positive_int(window, "window")
     if continue_steps and data.theta is None:
         raise ValueError("continue_steps > 0 tracks the overlap with Theta*: data.theta is None")
-    net._check_labels(data.y)
+    net.check_labels(data.y)
     return lr_f, max_steps, continue_steps, window
 
 

@@ -146,7 +146,7 @@ def delta_alg(model) -> DeltaAlg:
     Targets not even in ``z`` (``relu``, ``linear``) have ``E[z | y] != 0``: the direction is
     learned at any ``delta`` and the result is ``0`` with that reason.
     """
-    if not isinstance(model, MultiIndexModel) or model._target is None:
+    if not isinstance(model, MultiIndexModel) or not model.is_registry:
         raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
     if not model.even:
         return DeltaAlg(

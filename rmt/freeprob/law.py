@@ -166,7 +166,7 @@ class SpikeLaw:
         """
         from ..network import TwoLayerNet
 
-        if not isinstance(model, MultiIndexModel) or model._target is None:
+        if not isinstance(model, MultiIndexModel) or not model.is_registry:
             raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
@@ -263,7 +263,7 @@ class SpikeLaw:
         of ``T`` over the support of ``y`` (use ``inf`` for an unbounded side); it is needed
         when a supremum is reached only as ``y -> inf`` (docs/theory.md section 4, threshold ``c/2``).
         """
-        if not isinstance(model, MultiIndexModel) or model._target is None:
+        if not isinstance(model, MultiIndexModel) or not model.is_registry:
             raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
         if not callable(T):
             raise TypeError(f"T must be a callable y -> T(y); got {type(T).__name__}")
