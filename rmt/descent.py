@@ -1,0 +1,496 @@
+"""Full-batch gradient descent with train/test curves and its two phases (THEORY.md section 6).
+
+:func:`gradient_descent` runs ``W_{t+1} = W_t - lr grad L(W_t)`` on
+
+    L(W) = (1/n) sum_i l(y_i, a^T sigma(W^T x_i)) + (weight_decay/2) ||W||_F^2
+
+from a small random start, one pass over ``X`` per step (the fused kernels of
+``rmt/kernels/descent.py``), and records at every iterate the train loss, the test loss, the
+gradient norm and the overlap with ``Theta*``.  :func:`segment_phases` cuts these curves into
+the first phase (the fall from the initial gradient peak to the plateau ``W1``) and the second
+(the escape along the most negative Hessian directions); it is a pure function of the curves,
+the rule is stated in its docstring.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ._validation import (
+    check_nonneg_float,
+    check_positive_float,
+    check_positive_int,
+)
+from .kernels.descent import step_kernels
+from .kernels.hessian import default_chunks
+from .models import Dataset
+from .network import TwoLayerNet
+
+#: the initial peak ends once the gradient norm falls below this fraction of its running max
+PEAK_DROP = 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# the phase rule
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlateauRule:
+    """Parameters of the plateau rule of :func:`segment_phases` (validated).
+
+    ``window`` steps of look-back and look-ahead, ``depth`` the largest ``g_t / g_peak`` at a
+    plateau, ``flat_rtol`` the largest fraction of the total loss fall in the last window.
+    """
+
+    window: int = 50
+    depth: float = 0.2
+    flat_rtol: float = 0.01
+
+    def __post_init__(self):
+        object.__setattr__(self, "window", check_positive_int(self.window, "window"))
+        depth = check_positive_float(self.depth, "depth")
+        if depth > PEAK_DROP:
+            raise ValueError(f"depth must be in (0, {PEAK_DROP}]; got {self.depth!r}")
+        object.__setattr__(self, "depth", depth)
+        object.__setattr__(self, "flat_rtol", check_nonneg_float(self.flat_rtol, "flat_rtol"))
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Result of :func:`segment_phases`.
+
+    ``peak_step`` is the initial gradient peak ``p`` (``None`` when the gradient norm never
+    falls below half its running maximum).  ``plateau_step`` is the end of the first phase
+    (``None`` when ``detected`` is False) and ``rule`` how it was found: ``"local_min"``,
+    ``"loss_flat"`` or ``"before_escape"`` (the fallback: the overlap crossed the threshold
+    before the rule fired, the plateau is the argmin of ``g`` over ``[p, crossing)``).
+    ``escape_step`` (:func:`escape_step`) is ``None`` without escape;
+    ``learned_in_first_phase`` is set when the overlap is already ``>= escape_overlap`` at the
+    plateau.  ``depth_ratio = g[plateau] / g[peak]``.
+    """
+
+    peak_step: int | None
+    plateau_step: int | None
+    detected: bool
+    rule: str | None
+    escape_step: int | None
+    learned_in_first_phase: bool
+    depth_ratio: float
+    settings: PlateauRule
+    escape_overlap: float
+
+
+def escape_step(overlap, plateau_step, threshold) -> int | None:
+    """First step ``t > plateau_step`` with ``overlap[t] >= threshold``.
+
+    ``None`` when there is none, when ``plateau_step`` is ``None``, or when the overlap already
+    reaches ``threshold`` at the plateau (then the directions were learned in the first phase;
+    :class:`Phases` reports that as ``learned_in_first_phase``).  NaN overlaps never cross.
+    """
+    if plateau_step is None:
+        return None
+    overlap = np.asarray(overlap, dtype=np.float64)
+    if not overlap[plateau_step] < threshold:
+        return None
+    after = np.flatnonzero(overlap[plateau_step + 1 :] >= threshold)
+    return int(plateau_step + 1 + after[0]) if after.size else None
+
+
+class _Segmenter:
+    """Online form of the rule of :func:`segment_phases`: fed one step at a time.
+
+    ``push(T)`` reads entries ``<= T`` of the curves (numpy arrays filled by the caller) and
+    returns ``"plateau"`` when step ``T - window`` is confirmed as the plateau, ``"argmin"``
+    when the fallback fixes the plateau at the tracked argmin (``argmin_step``), else ``None``.
+    The caller keeps the iterates that these answers refer to.
+    """
+
+    def __init__(self, loss, grad_norm, overlap, rule, escape_overlap):
+        self.loss, self.g, self.overlap = loss, grad_norm, overlap
+        self.rule, self.thr = rule, escape_overlap
+        self.gmax_step = 0
+        self.peak = self.plateau = self.how = self.crossing = None
+        self.argmin_step = 0
+
+    def push(self, T) -> str | None:
+        g = self.g
+        self._track_peak(T)
+        if self.crossing is None and self.overlap[T] >= self.thr:
+            self.crossing = T
+        if self.crossing is None or T < self.crossing:  # the fallback's argmin is over [p, c)
+            if g[T] < g[self.argmin_step]:
+                self.argmin_step = T
+        if self.plateau is not None or self.peak is None:
+            return None
+        t = T - self.rule.window
+        c = self.crossing
+        if t > self.peak and (c is None or c <= self.peak or t < c):
+            how = self._fires(t)
+            if how is not None:
+                self.plateau, self.how = t, how
+                return "plateau"
+        if self._fallback_due(T):
+            return self._take_fallback()
+        return None
+
+    def _track_peak(self, T):
+        g = self.g
+        if self.peak is not None:
+            return
+        if g[T] > g[self.gmax_step]:
+            self.gmax_step = self.argmin_step = T
+        elif g[T] < PEAK_DROP * g[self.gmax_step]:
+            self.peak = self.gmax_step
+
+    def _fires(self, t) -> str | None:
+        """Rule (a) local minimum or (b) flat loss at a deep step ``t`` (curves known to t+w)."""
+        g, L, w = self.g, self.loss, self.rule.window
+        if not g[t] <= self.rule.depth * g[self.peak]:
+            return None
+        if g[t] <= np.min(g[max(0, t - w) : t + w + 1]):
+            return "local_min"
+        fall = max(L[0] - L[t], 0.0)
+        if L[max(0, t - w)] - L[t] <= self.rule.flat_rtol * fall:
+            return "loss_flat"
+        return None
+
+    def _fallback_due(self, T) -> bool:
+        """All candidates before the crossing are decided and none fired."""
+        c = self.crossing
+        return c is not None and c > self.peak and T >= c - 1 + self.rule.window
+
+    def _take_fallback(self) -> str:
+        self.plateau, self.how = self.argmin_step, "before_escape"
+        return "argmin"
+
+    def finish(self, n_steps) -> Phases:
+        """The :class:`Phases` after ``n_steps`` steps (undecided fallback taken at the end)."""
+        c = self.crossing
+        if self.plateau is None and self.peak is not None and c is not None and c > self.peak:
+            self._take_fallback()
+        g = self.g[:n_steps]
+        plateau = self.plateau
+        esc = escape_step(self.overlap[:n_steps], plateau, self.thr)
+        learned = plateau is not None and bool(self.overlap[plateau] >= self.thr)
+        ratio = float(g[plateau] / g[self.peak]) if plateau is not None else float("nan")
+        return Phases(
+            peak_step=self.peak,
+            plateau_step=plateau,
+            detected=plateau is not None,
+            rule=self.how,
+            escape_step=esc,
+            learned_in_first_phase=learned,
+            depth_ratio=ratio,
+            settings=self.rule,
+            escape_overlap=self.thr,
+        )
+
+
+def segment_phases(
+    loss, grad_norm, overlap=None, *, window=50, depth=0.2, flat_rtol=0.01, escape_overlap=0.5
+) -> Phases:
+    """Cut gradient-descent curves into the two phases (THEORY.md section 6, point 3).
+
+    ``loss[t]``, ``grad_norm[t] = g_t`` and optionally ``overlap[t]`` are recorded at the
+    iterate before update ``t``.  With ``w = window``:
+
+    1. **Initial peak** ``p``: the argmax of ``g`` over ``[0, T_half]``, where ``T_half`` is
+       the first step with ``g_T < 0.5 max_{s < T} g_s`` (``p = 0`` when ``g`` only
+       decreases).  Without such a step there is no peak and nothing is detected.
+    2. **Plateau** (end of the first phase): the first step ``t > p`` with ``t + w`` within the
+       curves and ``g_t <= depth * g_p`` (deep) and either
+
+       (a) ``g_t = min g`` over ``[t - w, t + w]`` (a local minimum: the closest approach to a
+           saddle, after which the escape makes ``g`` grow), or
+       (b) ``L_{t-w} - L_t <= flat_rtol * max(L_0 - L_t, 0)`` (the last window covered a tiny
+           fraction of the total fall of the loss: slow convergence, no escape);
+
+       (indices below 0 are clipped to 0).  The plateau is confirmed ``w`` steps after ``t``.
+    3. **Escape fallback**: let ``c`` be the first step with ``overlap >= escape_overlap``.
+       The first phase ends before any escape, so only steps ``t < c`` are candidates in 2;
+       when ``c > p`` and none of them qualifies, the plateau is the argmin of ``g`` over
+       ``[p, c)`` (``rule = "before_escape"``).
+    4. **Escape**: :func:`escape_step` from the plateau.
+
+    The rule compares ``g`` and ``L`` only with themselves, so it does not change when the
+    loss or the gradient is rescaled.  Returns :class:`Phases`.
+    """
+    rule = PlateauRule(window, depth, flat_rtol)
+    thr = check_positive_float(escape_overlap, "escape_overlap")
+    loss = _curve(loss, "loss")
+    g = _curve(grad_norm, "grad_norm")
+    if g.shape != loss.shape:
+        raise ValueError(f"grad_norm must have the length of loss ({loss.size}); got {g.size}")
+    if overlap is None:
+        overlap = np.full(loss.size, np.nan)
+    overlap = np.asarray(overlap, dtype=np.float64)
+    if overlap.shape != loss.shape:
+        raise ValueError(f"overlap must have the length of loss ({loss.size}); got {overlap.size}")
+    seg = _Segmenter(loss, g, overlap, rule, thr)
+    for T in range(loss.size):
+        seg.push(T)
+    return seg.finish(loss.size)
+
+
+def _curve(x, name) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size < 1:
+        raise ValueError(f"{name} must be a non-empty 1-D array; got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; it has non-finite entries")
+    return arr
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient descent
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GDRun:
+    """Result of :func:`gradient_descent` (THEORY.md section 6, point 3).
+
+    Curves have one entry per recorded step ``t = 0..steps-1``, at the iterate *before* update
+    ``t``: ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the held-out set,
+    without weight decay; NaN without one), ``grad_norm`` (Frobenius) and ``overlap``
+    (``||Theta*^T W||_F^2 / ||W||_F^2``; NaN when ``data.theta`` is unknown).
+
+    ``W1`` is the iterate at ``plateau_step`` (``None`` when no plateau was detected),
+    ``W_final`` the last iterate (of a diverged run: the one whose loss was non-finite).  ``peak_step``, ``plateau_step`` and ``escape_step``
+    come from ``phases`` (:func:`segment_phases`).  ``diverged`` is set when the loss or the
+    gradient became non-finite: the run ended there and that step is not recorded.
+    ``seconds`` is the wall time of the steps, ``compile_seconds`` that of compiling (or
+    loading from the cache) the kernels, measured on a one-row problem before the run.
+    """
+
+    loss: np.ndarray
+    test_loss: np.ndarray
+    grad_norm: np.ndarray
+    overlap: np.ndarray
+    W1: np.ndarray | None
+    W_final: np.ndarray
+    plateau_step: int | None
+    peak_step: int | None
+    escape_step: int | None
+    phases: Phases
+    lr: float
+    steps: int
+    weight_decay: float
+    diverged: bool
+    seconds: float
+    compile_seconds: float
+
+    @property
+    def escape_time(self) -> float | None:
+        """``(escape_step - plateau_step) * lr``: the plateau's length in gradient-flow time."""
+        if self.escape_step is None:
+            return None
+        return (self.escape_step - self.plateau_step) * self.lr
+
+
+@dataclass
+class _Problem:
+    """Everything a step needs, validated: kernels, arrays, settings."""
+
+    net: TwoLayerNet
+    data: Dataset
+    test: Dataset | None
+    grad_kernel: object
+    loss_kernel: object
+    lr: float
+    wd: float
+    n_chunks: int
+
+    def args(self, data):
+        net = self.net
+        return data.y, net.a, net.act_code, net.loss_code, net.huber_delta, self.n_chunks
+
+
+def _check_inputs(net, data, test, lr, steps, weight_decay, escape_overlap, stop_after_escape):
+    if not isinstance(net, TwoLayerNet):
+        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
+    if test is not None and not isinstance(test, Dataset):
+        raise TypeError(f"test must be an rmt.Dataset or None; got {type(test).__name__}")
+    if test is not None and test.d != data.d:
+        raise ValueError(f"test must have the dimension of data (d = {data.d}); got d = {test.d}")
+    net.check_labels(data.y)
+    if test is not None:
+        net.check_labels(test.y)
+    lr = check_positive_float(lr, "lr")
+    steps = check_positive_int(steps, "steps")
+    wd = check_nonneg_float(weight_decay, "weight_decay")
+    thr = check_positive_float(escape_overlap, "escape_overlap")
+    if stop_after_escape is not None:
+        stop_after_escape = check_positive_int(stop_after_escape, "stop_after_escape", minimum=0)
+    return lr, steps, wd, thr, stop_after_escape
+
+
+def _initial_weights(net, data, W0, init_scale, rng) -> np.ndarray:
+    """``W0`` (checked) or ``init_scale * N(0, 1/d)`` entries, returned transposed (``m x d``)."""
+    if W0 is None:
+        scale = check_nonneg_float(init_scale, "init_scale")
+        W = scale * np.random.default_rng(rng).standard_normal((data.d, net.width))
+        W /= np.sqrt(data.d)
+    else:
+        W = net.check_weights(W0, data.d)
+    return np.ascontiguousarray(W.T)
+
+
+def _warm_up(prob) -> float:
+    """Compile (or load from the cache) both kernels on one row; return the seconds taken."""
+    t0 = time.perf_counter()
+    one = Dataset(prob.data.X[:1], prob.data.y[:1])
+    Wt = np.zeros((prob.net.width, prob.data.d))
+    prob.grad_kernel(one.X, Wt, *prob.args(one))
+    if prob.test is not None:
+        prob.loss_kernel(one.X, Wt, *prob.args(one))
+    return time.perf_counter() - t0
+
+
+def _evaluate(prob, Wt, theta):
+    """``(loss, test_loss, gradient (m x d), overlap)`` at ``W = Wt^T``."""
+    data, n = prob.data, prob.data.n
+    total, G = prob.grad_kernel(data.X, Wt, *prob.args(data))
+    sq = float(np.sum(Wt * Wt))
+    value = total / n + 0.5 * prob.wd * sq
+    G /= n
+    if prob.wd:
+        G += prob.wd * Wt
+    test_value = np.nan
+    if prob.test is not None:
+        test_value = prob.loss_kernel(prob.test.X, Wt, *prob.args(prob.test)) / prob.test.n
+    overlap = np.nan
+    if theta is not None:
+        P = Wt @ theta
+        overlap = float(np.sum(P * P)) / sq if sq > 0 else 0.0
+    return value, test_value, G, overlap
+
+
+def gradient_descent(
+    net,
+    data,
+    *,
+    test=None,
+    W0=None,
+    init_scale=1e-2,
+    lr=0.5,
+    steps=5000,
+    weight_decay=0.0,
+    escape_overlap=0.5,
+    stop_after_escape=None,
+    rng=None,
+    progress=True,
+    segment=None,
+) -> GDRun:
+    """Full-batch gradient descent with its phases (THEORY.md section 6, point 3).
+
+    ``W_{t+1} = W_t - lr grad L(W_t)`` for ``steps`` steps from ``W0`` or, by default,
+    ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each neuron has norm about
+    ``init_scale``).  Each step is one pass over ``data.X`` (fused loss and gradient kernel),
+    plus one forward pass over ``test.X`` when a held-out ``test`` set (same model) is given.
+    The curves are cut by :func:`segment_phases` with the rule ``segment`` (a
+    :class:`PlateauRule`, default ``PlateauRule()``), online: ``W1`` is kept from a ring buffer
+    of the last ``window + 1`` iterates when the plateau is confirmed ``window`` steps later.
+    With ``stop_after_escape = k`` the run stops ``k`` steps after the escape.  A non-finite
+    loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress
+    (``progress=False`` hides it).  Returns :class:`GDRun`.
+    """
+    lr, steps, wd, thr, stop_after = _check_inputs(
+        net, data, test, lr, steps, weight_decay, escape_overlap, stop_after_escape
+    )
+    rule = PlateauRule() if segment is None else segment
+    if not isinstance(rule, PlateauRule):
+        raise TypeError(f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}")
+    grad_kernel, loss_kernel = step_kernels(net.width)
+    prob = _Problem(net, data, test, grad_kernel, loss_kernel, lr, wd, default_chunks())
+    Wt = _initial_weights(net, data, W0, init_scale, rng)
+    compile_seconds = _warm_up(prob)
+    curves = np.full((4, steps), np.nan)
+    t0 = time.perf_counter()
+    with tqdm(total=steps, disable=not progress, desc="gradient descent", leave=False) as bar:
+        state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar)
+    seconds = time.perf_counter() - t0
+    return _finish(state, curves, prob, seconds, compile_seconds)
+
+
+def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar) -> dict:
+    """The steps; returns the loop state (segmenter, kept iterates, last iterate, flags)."""
+    seg = _Segmenter(curves[0], curves[2], curves[3], rule, thr)
+    ring = np.empty((rule.window + 1,) + Wt.shape)
+    state = {"seg": seg, "W1": None, "W_argmin": Wt.copy(), "escape": None, "diverged": False}
+    theta = prob.data.theta
+    T = -1
+    for T in range(curves.shape[1]):
+        value, test_value, G, overlap = _evaluate(prob, Wt, theta)
+        if not _finite(prob, value, test_value, G):
+            state["diverged"] = True
+            break
+        curves[:, T] = value, test_value, np.linalg.norm(G), overlap
+        ring[T % ring.shape[0]] = Wt
+        _segment_step(state, T, Wt, ring, curves[3], thr)
+        esc = state["escape"]
+        if stop_after is not None and esc is not None and T >= esc + stop_after:
+            T += 1
+            break
+        if T == curves.shape[1] - 1:
+            T += 1
+            break
+        Wt = Wt - prob.lr * G
+        bar.update(1)
+    state["steps"], state["W_final"] = T, Wt
+    return state
+
+
+def _finite(prob, value, test_value, G) -> bool:
+    """Whether the step's loss, test loss (when there is a test set) and gradient are finite."""
+    test_ok = prob.test is None or np.isfinite(test_value)
+    return bool(np.isfinite(value) and test_ok and np.isfinite(G).all())
+
+
+def _segment_step(state, T, Wt, ring, overlap, thr) -> None:
+    """Feed step ``T`` to the segmenter; keep ``W1`` and the fallback iterate; find the escape."""
+    seg = state["seg"]
+    answer = seg.push(T)
+    if seg.argmin_step == T:
+        state["W_argmin"] = Wt.copy()
+    if answer == "plateau":
+        state["W1"] = ring[seg.plateau % ring.shape[0]].copy()
+    elif answer == "argmin":
+        state["W1"] = state["W_argmin"].copy()
+    if answer is not None:
+        state["escape"] = escape_step(overlap[: T + 1], seg.plateau, thr)
+    elif state["escape"] is None and seg.plateau is not None and T > seg.plateau:
+        if overlap[seg.plateau] < thr <= overlap[T]:
+            state["escape"] = T
+
+
+def _finish(state, curves, prob, seconds, compile_seconds) -> GDRun:
+    """Assemble the :class:`GDRun` from the loop state."""
+    n = state["steps"]
+    seg = state["seg"]
+    phases = seg.finish(n)
+    W1 = state["W1"]
+    if W1 is None and phases.rule == "before_escape":
+        W1 = state["W_argmin"]
+    loss, test_loss, gnorm, overlap = (c[:n].copy() for c in curves)
+    return GDRun(
+        loss=loss,
+        test_loss=test_loss,
+        grad_norm=gnorm,
+        overlap=overlap,
+        W1=None if W1 is None else np.ascontiguousarray(W1.T),
+        W_final=np.ascontiguousarray(state["W_final"].T),
+        plateau_step=phases.plateau_step,
+        peak_step=phases.peak_step,
+        escape_step=phases.escape_step,
+        phases=phases,
+        lr=prob.lr,
+        steps=n,
+        weight_decay=prob.wd,
+        diverged=state["diverged"],
+        seconds=seconds,
+        compile_seconds=compile_seconds,
+    )
