@@ -65,7 +65,7 @@ from .points import (
     theta_overlap,
     train_first_phase,
 )
-from .transition import ThresholdResult, delta_nn
+from .transition import ThresholdResult, population_threshold
 from .config import RunConfig, parse_deltas
 from .experiments import run_point, run_sweep, simulate_point
 

@@ -23,8 +23,9 @@ COMMANDS = (*RUN_COMMANDS, "bench")
 HELP = {
     "spectrum": "spectrum and theory for one configuration",
     "sweep": "theory against simulation on a grid of delta",
-    "threshold": "delta_NN, delta_BBP and delta_alg",
-    "train": "first phase of gradient descent and the escape",
+    "threshold": "thresholds: delta_pop and delta_alg; with --point trained, delta_NN and delta_GD by simulation",
+    "train": "one gradient-descent run: its two phases, the Hessian at the plateau, the escape",
+    "learn": "what gradient descent learns across delta: the learning transition next to the Hessian one",
     "bench": "run the benchmark scripts of a source checkout",
 }
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"

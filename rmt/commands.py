@@ -9,6 +9,7 @@ table excepted).
 from __future__ import annotations
 
 import pathlib
+import sys
 import time
 from dataclasses import replace
 
@@ -25,6 +26,11 @@ from .output import (
 
 #: most panels of ``rmt spectrum`` (one per delta)
 MAX_PANELS = 6
+
+
+def _say(text: str) -> None:
+    """Human-readable output goes to stderr, so that ``--json`` leaves stdout to the JSON."""
+    print(text, file=sys.stderr)
 
 
 def config_label(config: RunConfig) -> str:
@@ -79,11 +85,13 @@ def cmd_spectrum(config: RunConfig, out, progress=True) -> dict:
 
 
 def cmd_threshold(config: RunConfig, out, progress=True) -> dict:
-    """``rmt threshold``: ``delta_NN``, ``delta_BBP`` and ``delta_alg`` of the configuration;
+    """``rmt threshold``: the thresholds of the configuration;
     with ``config.table`` also over the variants of :data:`rmt.experiments.TABLE_CONFIGS`."""
     from .experiments import TABLE_COLUMNS, threshold_summary, threshold_table
     from .plotting import threshold_figure
 
+    if config.point == "trained":
+        return cmd_threshold_trained(config, out, progress)
     summary, res = threshold_summary(config)
     timings = {"wall_time_s": summary["wall_time_s"]}
     table = None
@@ -94,8 +102,8 @@ def cmd_threshold(config: RunConfig, out, progress=True) -> dict:
     out = _prepare_out(out)
     write_json(out / "threshold.json", summary)
     files = ["threshold.json"]
-    print(
-        f"delta_NN = {res.delta_nn:.4g}   delta_BBP = {res.delta_bbp:.4g}   "
+    _say(
+        f"delta_pop (population point) = {res.delta_pop:.4g}   delta_BBP = {res.delta_bbp:.4g}   "
         f"delta_alg = {res.delta_alg:.4g}" + (f"   ({res.reason})" if res.reason else "")
     )
     if table is not None:
@@ -103,7 +111,7 @@ def cmd_threshold(config: RunConfig, out, progress=True) -> dict:
         fig = threshold_figure(table, f"{config.point} point")
         save_figure_atomic(fig, out / "threshold_table.png")
         files += ["threshold_table.csv", "threshold_table.png"]
-        print(format_threshold_table(table))
+        _say(format_threshold_table(table))
         summary["table"] = table
     write_manifest(out, "threshold", config, (), timings, files)
     return summary
@@ -125,7 +133,7 @@ def cmd_sweep(config: RunConfig, out, progress=True) -> dict:
     if theory.panels:
         fig = spectra_figure(theory.panels, config_label(config))
         save_figure_atomic(fig, out / "spectra_vs_delta.png")
-    print(format_sweep_table(rows))
+    _say(format_sweep_table(rows))
     bottom = [r for r in rows if r["index"] == 0]
     errs = [abs(r["eigenvalue"] - r["theory_bottom"]) for r in bottom]
     return {
@@ -139,31 +147,154 @@ def cmd_sweep(config: RunConfig, out, progress=True) -> dict:
 
 
 def cmd_train(config: RunConfig, out, progress=True) -> dict:
-    """``rmt train``: the first phase of gradient descent, then the escape from the plateau."""
+    """``rmt train``: gradient descent with its two phases, the Hessian at the plateau ``W1``
+    and the predicted escape, at the first ``delta`` and seed."""
     from .experiments import training_run
     from .plotting import training_figure
 
-    t0 = time.perf_counter()
-    run = training_run(config, progress=progress)
-    elapsed = time.perf_counter() - t0
-    res = run.result
     out = _prepare_out(out)
-    write_table(out / "training.csv", columns_table(run.curves), list(run.curves))
+    t0 = time.perf_counter()
+    tr = training_run(config, progress=progress)
+    elapsed = time.perf_counter() - t0
+    run = tr.run
+    write_table(out / "training.csv", columns_table(tr.curves), list(tr.curves))
     label = config_label(replace(config, point="trained"))  # trained from a small start
     title = f"gradient descent, {label}, delta = {config.deltas[0]:g}"
-    fig = training_figure(run.curves, run.predicted_step, res.phase_end_step, title)
+    fig = training_figure(tr.curves, tr.predicted_step, run.plateau_step, run.escape_step, title)
     save_figure_atomic(fig, out / "training.png")
+    dec = tr.decision
     summary = {
         "config": config.to_dict(),
-        "phase_end_step": res.phase_end_step,
-        "phase_detected": res.phase_detected,
-        "lambda_min_at_phase_end": run.lambda_min,
-        "escaped": res.escaped,
-        "escape_step": res.escape_step,
-        "escape_time": res.escape_time,
-        "predicted_escape_time": None if run.predicted is None else run.predicted.time,
+        "plateau_step": run.plateau_step,
+        "plateau_detected": run.phases.detected,
+        "plateau_rule": run.phases.rule,
+        "escape_step": run.escape_step,
+        "escape_time": run.escape_time,
+        "final_overlap": float(run.overlap[-1]),
+        "final_test_loss": float(run.test_loss[-1]),
+        "bottom_eigenvalues_at_W1": None if tr.eigs is None else [float(v) for v in tr.eigs.values],
+        "overlaps_at_W1": [float(v) for v in tr.overlaps],
+        "has_descent_outlier": None if dec is None else dec.has_outlier,
+        "predicted_escape_step": tr.predicted_step,
+        "diverged": run.diverged,
     }
     write_json(out / "train.json", summary)
     files = ["training.csv", "training.png", "train.json"]
     write_manifest(out, "train", config, config.seeds[:1], {"wall_time_s": elapsed}, files)
+    _say(
+        f"plateau at step {run.plateau_step}, escape at {run.escape_step}, final overlap "
+        f"{summary['final_overlap']:.3f}; wrote {', '.join(files)} to {out}"
+    )
+    return summary
+
+
+def cmd_learn(config: RunConfig, out, progress=True) -> dict:
+    """``rmt learn``: gradient descent across ``delta x seeds`` (and ``config.sizes``), the
+    Hessian at each plateau, and the thresholds read off the grid (resumable per ``d``)."""
+    from .experiments.learning import learn_sweep
+    from .plotting import learn_figures
+
+    out = _prepare_out(out)
+    t0 = time.perf_counter()
+    res = learn_sweep(config, out, progress=progress)
+    ref, grid = res["reference"], res["grid"]
+    marks = {
+        "delta_alg": ref["delta_alg"],
+        "delta_pop": ref["delta_pop"],
+        "delta_gd": grid["delta_gd"]["delta"],
+        "delta_nn": grid["delta_nn"]["delta"],
+    }
+    rows_by_d = {d: r["rows"] for d, r in res["by_d"].items()}
+    label = config_label(replace(config, point="trained"))
+    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], marks, label)
+    for name, fig in figs.items():
+        save_figure_atomic(fig, out / name)
+    summary = {
+        "config": config.to_dict(),
+        "thresholds": marks,
+        "delta_gd": grid["delta_gd"],
+        "delta_nn": grid["delta_nn"],
+        "population_reason": ref["pop_reason"],
+        "per_d": {str(d): v for d, v in res["per_d"].items()},
+        "runs": {str(d): len(r) for d, r in rows_by_d.items()},
+    }
+    write_json(out / "learn.json", summary)
+    files = [*figs, "learn.json", *(f"d{d}/learn.csv" for d in rows_by_d)]
+    write_manifest(
+        out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
+    )
+    _say(format_learn_summary(marks, res["per_d"]))
+    _say(f"wrote {', '.join(sorted(files))} to {out}")
+    return summary
+
+
+def format_learn_summary(marks, per_d) -> str:
+    """The thresholds of a learn sweep, one line each, and the finite-size trend per ``d``."""
+    names = {
+        "delta_nn": "delta_NN   (negative Theta* outlier at W1, simulated)",
+        "delta_gd": "delta_GD   (gradient descent learns, simulated)",
+        "delta_pop": "delta_pop  (population point, free probability)",
+        "delta_alg": "delta_alg  (spectral methods)",
+    }
+    lines = [f"{names[k]:<56} {_fmt(marks.get(k))}" for k in names]
+    for d, v in sorted(per_d.items()):
+        lines.append(f"  d = {d}: delta_NN {_fmt(v['delta_nn'])}, delta_GD {_fmt(v['delta_gd'])}")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "failed / not available"
+    return "not bracketed by the grid" if value != value else f"{value:.3g}"
+
+
+#: search range of the trained-point thresholds when ``--delta`` gives a single value
+TRAINED_BRACKET = (1.0, 8.0)
+
+
+def cmd_threshold_trained(config: RunConfig, out, progress=True) -> dict:
+    """``rmt threshold --point trained``: ``delta_NN`` and ``delta_GD`` by bisection on
+    simulations (over ``config.seeds`` at ``config.d`` and each of ``config.sizes``), next to
+    ``delta_pop`` and ``delta_alg``.  The range is ``[min, max]`` of ``--delta`` when it gives
+    two or more values, else :data:`TRAINED_BRACKET`."""
+    from .experiments.learning import LEARN_COLUMNS, reference_thresholds, trained_thresholds
+
+    lo, hi = (min(config.deltas), max(config.deltas)) if len(config.deltas) > 1 else TRAINED_BRACKET
+    out = _prepare_out(out)
+    t0 = time.perf_counter()
+    say = _say if progress else None
+    per_d, runs = {}, []
+    for d in (config.d, *config.sizes):
+        cfg = replace(config, d=int(d), sizes=())
+        if say:
+            say(f"d = {d}: bisection over delta in [{lo:g}, {hi:g}], seeds {list(cfg.seeds)}")
+        res = trained_thresholds(cfg, lo, hi, progress=say)
+        per_d[int(d)] = {k: res[k].as_dict() for k in ("delta_nn", "delta_gd")}
+        runs += res["runs"]
+    ref = reference_thresholds(config)
+    main = per_d[config.d]
+    summary = {
+        "config": config.to_dict(),
+        "delta_nn": main["delta_nn"]["delta"],
+        "delta_nn_interval": main["delta_nn"]["interval"],
+        "delta_gd": main["delta_gd"]["delta"],
+        "delta_gd_interval": main["delta_gd"]["interval"],
+        "delta_pop": ref["delta_pop"],
+        "delta_alg": ref["delta_alg"],
+        "population_reason": ref["pop_reason"],
+        "per_d": {str(d): v for d, v in per_d.items()},
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    write_json(out / "threshold.json", summary)
+    write_table(out / "threshold_runs.csv", runs, LEARN_COLUMNS)
+    files = ["threshold.json", "threshold_runs.csv"]
+    marks = {k: summary[k] for k in ("delta_nn", "delta_gd", "delta_pop", "delta_alg")}
+    trend = {d: {k: v[k]["delta"] for k in v} for d, v in per_d.items()}
+    _say(format_learn_summary(marks, trend))
+    for key in ("delta_nn", "delta_gd"):
+        lo_i, hi_i = main[key]["interval"]
+        _say(f"  {key} interval at d = {config.d}: [{lo_i:.3g}, {hi_i:.3g}]")
+    write_manifest(
+        out, "threshold", config, config.seeds, {"wall_time_s": summary["wall_time_s"]}, files
+    )
     return summary

@@ -22,9 +22,9 @@ from .network import TwoLayerNet
 from .points import config_point_kinds
 
 #: the commands that take a RunConfig
-RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train")
-#: the commands that sample data and build a Hessian
-SIMULATING = ("spectrum", "sweep", "train")
+RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn")
+#: the commands that sample data and build a Hessian (threshold does with --point trained)
+SIMULATING = ("spectrum", "sweep", "train", "learn", "threshold")
 #: smallest delta of the delta_NN search
 MIN_DELTA = 0.05
 
@@ -45,6 +45,16 @@ def seed_range(count) -> tuple[int, ...]:
     """Seeds ``0..count-1`` (what a count of seeds means)."""
     count = check_positive_int(count, "seeds")
     return tuple(range(count))
+
+
+def parse_sizes(spec) -> tuple[int, ...]:
+    """Parse ``"500,1000"`` (or a sequence) into a tuple of dimensions, each at least 2."""
+    if isinstance(spec, str):
+        try:
+            spec = [int(p) for p in spec.split(",") if p.strip()]
+        except ValueError:
+            raise ValueError(f"sizes must be a list of integers '500,1000'; got {spec!r}") from None
+    return tuple(check_positive_int(v, "sizes", minimum=2) for v in spec)
 
 
 def parse_deltas(spec) -> tuple[float, ...]:
@@ -95,7 +105,12 @@ class RunConfig:
     activation: str = option("softplus", "activation", group="data and network")
     loss: str = option("huber", "loss", group="data and network")
     huber_delta: float = option(1.0, "Huber threshold", group="data and network")
-    point: str = option("population", "post-first-phase point", group="point")
+    point: str = option(
+        "population",
+        "post-first-phase point",
+        ("spectrum", "sweep", "threshold", "train"),
+        group="point",
+    )
     d: int = option(1000, "dimension", group="sizes")
     deltas: tuple = option(
         (2.0,),
@@ -110,7 +125,10 @@ class RunConfig:
     )
     n_eigs: int = option(3, "smallest eigenpairs per point", ("sweep",), "solver")
     method: str = option(
-        "lanczos", "eigensolver: " + " | ".join(EIG_METHODS), ("sweep", "train"), "solver"
+        "lanczos",
+        "eigensolver: " + " | ".join(EIG_METHODS),
+        ("sweep", "train", "learn", "threshold"),
+        "solver",
     )
     weight_decay: float = option(0.0, "weight decay lambda_wd", SIMULATING, "training")
     train_steps: int = option(
@@ -121,6 +139,16 @@ class RunConfig:
         1e-2, "norm of each neuron at the random start (trained point)", SIMULATING, "training"
     )
     continue_steps: int = option(3000, "steps after the plateau", ("train",), "training")
+    sizes: tuple = option(
+        (),
+        "more dimensions d for the finite-size trend, e.g. '500,2000' (learn; threshold with "
+        "--point trained)",
+        ("learn", "threshold"),
+        "sizes",
+        cli_type=str,
+        to_field=parse_sizes,
+        shown="none",
+    )
     max_delta: float = option(64.0, "search delta_NN up to this delta", ("threshold",), "search")
     table: bool = option(
         False,
@@ -131,7 +159,7 @@ class RunConfig:
     scheduler: str | None = option(
         None,
         "None (serial), 'local', or a Dask scheduler address",
-        ("sweep",),
+        ("sweep", "learn"),
         "solver",
         cli_type=str,
         results=False,
@@ -139,6 +167,7 @@ class RunConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "deltas", parse_deltas(self.deltas))
+        object.__setattr__(self, "sizes", parse_sizes(self.sizes))
         seeds = tuple(check_positive_int(s, "seed", minimum=0) for s in np.atleast_1d(self.seeds))
         if not seeds:
             raise ValueError("seeds must not be empty")

@@ -1,8 +1,8 @@
 """``make demo``: the phase transition end to end, in a few minutes.
 
-1. ``delta_NN / delta_alg`` for phase retrieval over activations, losses and widths, including
+1. ``delta_pop / delta_alg`` (population point) for phase retrieval over activations, losses and widths, including
    the configurations without a transition (unbounded curvature, label-free point).
-2. A sweep of about 8 values of ``delta`` around ``delta_NN`` for softplus + Huber, ``m = 2``,
+2. A sweep of about 8 values of ``delta`` around ``delta_pop`` for softplus + Huber, ``m = 2``,
    at the population point, ``d = 1000``: the bottom Hessian eigenvalue and its overlap with
    ``Theta*`` against the free-probability prediction.
 3. Figures and tidy tables in ``results/demo``.
@@ -48,19 +48,19 @@ def main(argv=None):
         deltas=(1.0,),
         seeds=(0,),
     )
-    print("== delta_NN / delta_alg, phase retrieval, population point ==")
+    print("== delta_pop / delta_alg, phase retrieval, population point ==")
     table = threshold_table(base)
     print(format_threshold_table(table))
     write_table(out / "threshold_table.csv", table, TABLE_COLUMNS)
     save_figure_atomic(threshold_figure(table, "population point"), out / "threshold_table.png")
 
-    dnn = table[0]["delta_nn"]
+    dnn = table[0]["delta_pop"]
     if not np.isfinite(dnn):
         raise SystemExit(f"the demo configuration has no transition: {table[0]['reason']}")
     deltas = tuple(np.round(np.geomspace(dnn / 2.5, dnn * 5.0, args.points), 4))
     config = replace(base, deltas=deltas, seeds=tuple(range(args.seeds)))
     print(
-        f"\n== sweep: {len(deltas)} values of delta around delta_NN = {dnn:.3g}, "
+        f"\n== sweep: {len(deltas)} values of delta around delta_pop = {dnn:.3g}, "
         f"d = {args.d}, {args.seeds} seeds =="
     )
     summary = cmd_sweep(config, out / "sweep")

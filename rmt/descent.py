@@ -257,7 +257,8 @@ class GDRun:
     (``||Theta*^T W||_F^2 / ||W||_F^2``; NaN when ``data.theta`` is unknown).
 
     ``W1`` is the iterate at ``plateau_step`` (``None`` when no plateau was detected),
-    ``W_final`` the last iterate (of a diverged run: the one whose loss was non-finite).  ``peak_step``, ``plateau_step`` and ``escape_step``
+    ``W_final`` the last iterate (of a diverged run: the one whose loss was non-finite), ``W0`` the start.  ``peak_step``, ``plateau_step`` and
+    ``escape_step``
     come from ``phases`` (:func:`segment_phases`).  ``diverged`` is set when the loss or the
     gradient became non-finite: the run ended there and that step is not recorded.
     ``seconds`` is the wall time of the steps, ``compile_seconds`` that of compiling (or
@@ -270,6 +271,7 @@ class GDRun:
     overlap: np.ndarray
     W1: np.ndarray | None
     W_final: np.ndarray
+    W0: np.ndarray
     plateau_step: int | None
     peak_step: int | None
     escape_step: int | None
@@ -381,6 +383,7 @@ def gradient_descent(
     weight_decay=0.0,
     escape_overlap=0.5,
     stop_after_escape=None,
+    stop_at_plateau=False,
     rng=None,
     progress=True,
     segment=None,
@@ -394,7 +397,9 @@ def gradient_descent(
     The curves are cut by :func:`segment_phases` with the rule ``segment`` (a
     :class:`PlateauRule`, default ``PlateauRule()``), online: ``W1`` is kept from a ring buffer
     of the last ``window + 1`` iterates when the plateau is confirmed ``window`` steps later.
-    With ``stop_after_escape = k`` the run stops ``k`` steps after the escape.  A non-finite
+    With ``stop_after_escape = k`` the run stops ``k`` steps after the escape; with
+    ``stop_at_plateau`` it stops as soon as the plateau is confirmed (``window`` steps after
+    it: all a trained point needs).  ``W0`` of the result is the starting point.  A non-finite
     loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress
     (``progress=False`` hides it).  Returns :class:`GDRun`.
     """
@@ -407,16 +412,17 @@ def gradient_descent(
     grad_kernel, loss_kernel = step_kernels(net.width)
     prob = _Problem(net, data, test, grad_kernel, loss_kernel, lr, wd, default_chunks())
     Wt = _initial_weights(net, data, W0, init_scale, rng)
+    start = np.ascontiguousarray(Wt.T)
     compile_seconds = _warm_up(prob)
     curves = np.full((4, steps), np.nan)
     t0 = time.perf_counter()
     with tqdm(total=steps, disable=not progress, desc="gradient descent", leave=False) as bar:
-        state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar)
+        state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, bool(stop_at_plateau))
     seconds = time.perf_counter() - t0
-    return _finish(state, curves, prob, seconds, compile_seconds)
+    return _finish(state, curves, prob, seconds, compile_seconds, start)
 
 
-def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar) -> dict:
+def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, stop_at_plateau=False) -> dict:
     """The steps; returns the loop state (segmenter, kept iterates, last iterate, flags)."""
     seg = _Segmenter(curves[0], curves[2], curves[3], rule, thr)
     ring = np.empty((rule.window + 1,) + Wt.shape)
@@ -432,6 +438,9 @@ def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar) -> dict:
         ring[T % ring.shape[0]] = Wt
         _segment_step(state, T, Wt, ring, curves[3], thr)
         esc = state["escape"]
+        if stop_at_plateau and state["W1"] is not None:
+            T += 1
+            break
         if stop_after is not None and esc is not None and T >= esc + stop_after:
             T += 1
             break
@@ -467,7 +476,7 @@ def _segment_step(state, T, Wt, ring, overlap, thr) -> None:
             state["escape"] = T
 
 
-def _finish(state, curves, prob, seconds, compile_seconds) -> GDRun:
+def _finish(state, curves, prob, seconds, compile_seconds, start) -> GDRun:
     """Assemble the :class:`GDRun` from the loop state."""
     n = state["steps"]
     seg = state["seg"]
@@ -483,6 +492,7 @@ def _finish(state, curves, prob, seconds, compile_seconds) -> GDRun:
         overlap=overlap,
         W1=None if W1 is None else np.ascontiguousarray(W1.T),
         W_final=np.ascontiguousarray(state["W_final"].T),
+        W0=start,
         plateau_step=phases.plateau_step,
         peak_step=phases.peak_step,
         escape_step=phases.escape_step,

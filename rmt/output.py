@@ -122,7 +122,7 @@ def format_threshold_table(rows) -> str:
     """A plain-text table for the terminal; the reasons for infinite values are footnotes."""
     width = max(len(variant_label(r)) for r in rows)
     head = (
-        f"{'configuration':<{width}} {'delta_NN':>9} {'delta_BBP':>9} {'delta_alg':>9} "
+        f"{'configuration':<{width}} {'delta_pop':>9} {'delta_BBP':>9} {'delta_alg':>9} "
         f"{'NN/alg':>7}"
     )
     lines, notes = [head, "-" * len(head)], []
@@ -133,7 +133,7 @@ def format_threshold_table(rows) -> str:
             notes.append(r["reason"])
             mark = f" [{len(notes)}]"
         lines.append(
-            f"{variant_label(r):<{width}} {r['delta_nn']:>9.4g} {r['delta_bbp']:>9.4g} "
+            f"{variant_label(r):<{width}} {r['delta_pop']:>9.4g} {r['delta_bbp']:>9.4g} "
             f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
         )
     lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]

@@ -18,7 +18,17 @@ SIM_COLOR = "#2c3e50"
 MARKS = {
     "delta_alg": ("#27ae60", ":"),
     "delta_bbp": ("#8e44ad", "--"),
-    "delta_nn": ("#d35400", "-."),
+    "delta_pop": ("#d35400", "-."),
+    "delta_nn": ("#2980b9", "-"),
+    "delta_gd": ("#7f8c8d", (0, (5, 2, 1, 2))),
+}
+#: legend names of the threshold marks
+MARK_LABELS = {
+    "delta_alg": r"$\delta_{alg}$ (spectral methods)",
+    "delta_bbp": r"$\delta_{BBP}$ (population point)",
+    "delta_pop": r"$\delta_{pop}$ (population point)",
+    "delta_nn": r"$\delta_{NN}$ (Hessian at $W_1$, simulated)",
+    "delta_gd": r"$\delta_{GD}$ (GD learns, simulated)",
 }
 
 
@@ -111,12 +121,13 @@ def plot_spectrum(
 
 
 def mark_thresholds(ax, thresholds: dict):
-    """Vertical lines at ``delta_alg``, ``delta_bbp`` and ``delta_nn`` (those that are finite)."""
+    """Vertical lines at ``delta_alg``, ``delta_bbp`` and ``delta_pop`` (those that are finite)."""
     for name, value in thresholds.items():
         if value is None or not np.isfinite(value) or name not in MARKS:
             continue
         color, style = MARKS[name]
-        ax.axvline(value, color=color, ls=style, lw=1.2, label=f"{name} = {value:.3g}")
+        label = f"{MARK_LABELS.get(name, name)} = {value:.3g}"
+        ax.axvline(value, color=color, ls=style, lw=1.2, label=label)
     return ax
 
 
@@ -178,12 +189,12 @@ def plot_overlap(ax, rows, theory_curve=None, thresholds=None):
 
 
 def plot_threshold_chart(ax, entries):
-    """Bars of ``delta_NN / delta_alg`` per configuration; infinite ones are labelled as such.
+    """Bars of ``delta_pop / delta_alg`` per configuration; infinite ones are labelled as such.
 
-    ``entries`` is a list of dicts with ``label``, ``delta_nn``, ``delta_alg`` and ``reason``.
+    ``entries`` is a list of dicts with ``label``, ``delta_pop``, ``delta_alg`` and ``reason``.
     """
     labels = [e["label"] for e in entries]
-    ratios = [e["delta_nn"] / e["delta_alg"] for e in entries]
+    ratios = [e["delta_pop"] / e["delta_alg"] for e in entries]
     finite = [r for r in ratios if np.isfinite(r)]
     cap = 1.15 * max(finite) if finite else 2.0
     heights = [r if np.isfinite(r) else cap for r in ratios]
@@ -203,13 +214,13 @@ def plot_threshold_chart(ax, entries):
     ax.axvline(1.0, color=MARKS["delta_alg"][0], ls=":", lw=1.2)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
-    ax.set_xlabel(r"$\delta_{NN} / \delta_{alg}$")
+    ax.set_xlabel(r"$\delta_{pop} / \delta_{alg}$ (population point)")
     ax.invert_yaxis()  # first entry on top
     return ax
 
 
 def _short_reason(reason: str) -> str:
-    """A few words for a chart label, from a ``delta_nn`` reason."""
+    """A few words for a chart label, from a ``delta_pop`` reason."""
     for key, short in (
         ("unbounded", "curvature unbounded below"),
         ("positive semidefinite", "no negative curvature"),
@@ -221,24 +232,35 @@ def _short_reason(reason: str) -> str:
     return "none in the searched range"
 
 
-def plot_training(ax_loss, ax_overlap, curves, predicted_escape=None, phase_end=None):
-    """Loss and overlap with ``Theta*`` against steps, with the phase end and escape marked."""
-    steps = np.arange(len(curves["loss"]))
-    ax_loss.semilogy(steps, curves["loss"], color=SIM_COLOR, lw=1.2)
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("training loss")
-    ax_overlap.plot(steps, curves["overlap"], color=SIM_COLOR, lw=1.2, label="measured")
-    ax_overlap.set_xlabel("step")
-    ax_overlap.set_ylabel(r"squared overlap with $\Theta^*$")
-    for ax in (ax_loss, ax_overlap):
-        if phase_end is not None:
-            ax.axvline(phase_end, color="0.5", ls="--", lw=1, label="end of first phase")
-        if predicted_escape is not None and np.isfinite(predicted_escape):
-            ax.axvline(
-                predicted_escape, color=THEORY_COLOR, ls="-.", lw=1.2, label="predicted escape"
-            )
-    ax_overlap.legend(fontsize=7)
-    return ax_loss, ax_overlap
+def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None):
+    """Train and test loss, gradient norm and ``Theta*`` overlap against steps, on three axes,
+    with the plateau (end of the first phase), the escape and the predicted escape marked."""
+    ax_loss, ax_grad, ax_overlap = axes
+    steps = np.asarray(curves["step"])
+    ax_loss.semilogy(steps, curves["train_loss"], color=SIM_COLOR, lw=1.2, label="train")
+    if np.any(np.isfinite(curves["test_loss"])):
+        ax_loss.semilogy(steps, curves["test_loss"], color="#e67e22", lw=1.2, label="test")
+    ax_loss.set_ylabel("loss")
+    ax_grad.semilogy(steps, curves["grad_norm"], color=SIM_COLOR, lw=1.2)
+    ax_grad.set_ylabel("gradient norm")
+    ax_overlap.plot(steps, curves["overlap"], color=SIM_COLOR, lw=1.2)
+    ax_overlap.set_ylabel(r"overlap with $\Theta^*$")
+    ax_overlap.set_ylim(-0.02, 1.02)
+    marks = [
+        (plateau, "0.45", "--", "plateau (end of first phase)"),
+        (escape, "#27ae60", ":", "escape (overlap 0.5)"),
+        (predicted_escape, THEORY_COLOR, "-.", "predicted escape"),
+    ]
+    for ax in axes:
+        ax.set_xlabel("step")
+        for value, color, style, label in marks:
+            if value is not None and np.isfinite(value):
+                ax.axvline(value, color=color, ls=style, lw=1.2, label=label)
+    ax_loss.legend(fontsize=7, loc="best")
+    handles = [h for h in ax_overlap.get_lines()[1:]]
+    if handles:
+        ax_overlap.legend(handles=handles, fontsize=7, loc="center right")
+    return axes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,13 +296,13 @@ def sweep_figure(rows, curve=None, thresholds=None, title=""):
 
 
 def threshold_figure(rows, title=""):
-    """The chart of ``delta_NN / delta_alg`` for the rows of a threshold table."""
+    """The chart of ``delta_pop / delta_alg`` for the rows of a threshold table."""
     from .output import variant_label
 
     entries = [
         {
             "label": variant_label(r),
-            "delta_nn": r["delta_nn"],
+            "delta_pop": r["delta_pop"],
             "delta_alg": r["delta_alg"],
             "reason": r["reason"],
         }
@@ -293,9 +315,170 @@ def threshold_figure(rows, title=""):
     return fig
 
 
-def training_figure(curves, predicted_escape=None, phase_end=None, title=""):
-    """Loss and overlap against steps (:func:`plot_training`) side by side."""
-    fig, axes = new_figure(1, 2, width=5.0, height=3.4)
-    plot_training(axes[0][0], axes[0][1], curves, predicted_escape, phase_end)
+def training_figure(curves, predicted_escape=None, plateau=None, escape=None, title=""):
+    """Loss, gradient norm and overlap against steps (:func:`plot_training`) side by side."""
+    fig, axes = new_figure(1, 3, width=4.0, height=3.2)
+    plot_training(axes[0], curves, predicted_escape, plateau, escape)
     fig.suptitle(title, fontsize=9)
     return fig
+
+
+def _log_delta_axis(ax):
+    """A log-scaled ``delta`` axis with plain numbers as tick labels."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    lo, hi = ax.get_xlim()
+    ax.set_xticks([t for t in (0.25, 0.5, 1, 2, 3, 4, 6, 8, 12, 16, 32) if lo <= t <= hi])
+    return ax
+
+
+def _by_delta(rows, column):
+    """``(deltas, mean, std)`` of a per-run ``column`` across seeds (runs with a value)."""
+    table = {}
+    for r in rows:
+        if r.get(column) is not None:
+            table.setdefault(float(r["delta"]), []).append(float(r[column]))
+    x = np.array(sorted(table))
+    return x, np.array([np.mean(table[v]) for v in x]), np.array([np.std(table[v]) for v in x])
+
+
+def plot_learning_transition(ax, rows_by_d, thresholds):
+    """Final overlap with ``Theta*`` against ``delta``, one curve per ``d``, thresholds marked."""
+    shades = np.linspace(0.75, 0.15, max(len(rows_by_d), 1))
+    for shade, (d, rows) in zip(shades, sorted(rows_by_d.items())):
+        x, mean, std = _by_delta(rows, "final_overlap")
+        ax.errorbar(
+            x,
+            mean,
+            yerr=std,
+            marker="o",
+            ms=3,
+            lw=1.2,
+            capsize=2,
+            color=str(shade),
+            label=f"GD, d = {d}",
+        )
+    mark_thresholds(ax, thresholds)
+    _log_delta_axis(ax)
+    ax.set_xlabel(r"$\delta = n/d$")
+    ax.set_ylabel(r"final overlap with $\Theta^*$")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=6, loc="upper left")
+    return ax
+
+
+def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0):
+    """Test loss and overlap against steps for a few ``delta`` (one seed): the plateau and its
+    growth as ``delta`` comes down towards the threshold."""
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    for i, x in enumerate(deltas):
+        c = [r for r in curves if r["delta"] == x and r["seed"] == seed]
+        if not c:
+            continue
+        steps = [r["step"] for r in c]
+        color = cmap(i / max(len(deltas) - 1, 1))
+        ax_loss.semilogy(steps, [r["test_loss"] for r in c], color=color, lw=1.1)
+        ax_overlap.plot(
+            steps, [r["overlap"] for r in c], color=color, lw=1.1, label=rf"$\delta$ = {x:g}"
+        )
+    ax_loss.set_ylabel("test loss")
+    ax_overlap.set_ylabel(r"overlap with $\Theta^*$")
+    for ax in (ax_loss, ax_overlap):
+        ax.set_xlabel("step")
+    ax_overlap.set_ylim(-0.02, 1.02)
+    ax_overlap.legend(fontsize=6, loc="lower right")
+    return ax_loss, ax_overlap
+
+
+def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds):
+    """Bottom eigenvalue of the Hessian at ``W1`` and its ``Theta*`` overlap against ``delta``,
+    with the cavity-corrected plug-in prediction beside them."""
+    x, mean, std = _by_delta(rows, "bottom_eigenvalue")
+    ax_value.errorbar(
+        x,
+        mean,
+        yerr=std,
+        marker="o",
+        ms=3,
+        lw=0,
+        elinewidth=1,
+        color=SIM_COLOR,
+        label="measured (Lanczos)",
+    )
+    xp, bp, _ = _by_delta(rows, "plugin_bottom")
+    ax_value.plot(xp, bp, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in prediction")
+    xe, ee, _ = _by_delta(rows, "plugin_edge_lo")
+    ax_value.plot(xe, ee, "-", lw=1, color=THEORY_COLOR, alpha=0.6, label="plug-in bulk edge")
+    ax_value.axhline(0.0, color="0.7", lw=0.8)
+    x2, ov, ov_sd = _by_delta(rows, "bottom_overlap")
+    ax_overlap.errorbar(
+        x2, ov, yerr=ov_sd, marker="o", ms=3, lw=0, elinewidth=1, color=SIM_COLOR, label="measured"
+    )
+    xq, oq, _ = _by_delta(rows, "plugin_overlap")
+    ax_overlap.plot(xq, oq, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in outlier")
+    for ax in (ax_value, ax_overlap):
+        mark_thresholds(ax, {k: v for k, v in thresholds.items() if k in ("delta_nn",)})
+        _log_delta_axis(ax)
+        ax.set_xlabel(r"$\delta$")
+    ax_value.set_ylabel(r"bottom eigenvalue of $H(W_1)$")
+    ax_overlap.set_ylabel(r"its overlap with $\Theta^*$")
+    ax_value.legend(fontsize=6, loc="best")
+    ax_overlap.legend(fontsize=6, loc="upper left")
+    return ax_value, ax_overlap
+
+
+def plot_escape_times(ax, rows):
+    """Measured steps from the plateau to the escape against the linearised prediction."""
+    pts = [
+        (r["predicted_escape_steps"], r["escape_steps"], r["delta"])
+        for r in rows
+        if r.get("predicted_escape_steps") is not None and r.get("escape_steps") is not None
+    ]
+    if pts:
+        p, m, x = (np.array(v, dtype=float) for v in zip(*pts))
+        sc = ax.scatter(p, m, c=np.log(x), cmap="viridis", s=14)
+        top = max(p.max(), m.max()) * 1.1
+        ax.plot([0, top], [0, top], color="0.6", lw=1, label="measured = predicted")
+        ax.figure.colorbar(sc, ax=ax, label=r"$\log \delta$")
+        ax.legend(fontsize=6, loc="upper left")
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "no run with both an escape\nand a prediction",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=8,
+        )
+    ax.set_xlabel("predicted escape (steps after plateau)")
+    ax.set_ylabel("measured escape (steps after plateau)")
+    return ax
+
+
+def learn_figures(rows_by_d, curves, thresholds, title=""):
+    """The figures of ``rmt learn``: transition, learning curves, Hessian at W1, escape times."""
+    d0 = sorted(rows_by_d)[0]
+    rows = rows_by_d[d0]
+    fig1, ax = new_figure(1, 1, width=5.5, height=3.8)
+    plot_learning_transition(ax[0][0], rows_by_d, thresholds)
+    fig1.suptitle(title, fontsize=9)
+    deltas = sorted({float(r["delta"]) for r in rows})
+    pick = [deltas[i] for i in np.unique(np.linspace(0, len(deltas) - 1, 5).round().astype(int))]
+    fig2, ax2 = new_figure(1, 2, width=4.5, height=3.4)
+    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick)
+    fig2.suptitle(f"learning curves, d = {d0}, seed 0 — {title}", fontsize=9)
+    fig3, ax3 = new_figure(1, 3, width=4.0, height=3.4)
+    plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds)
+    plot_escape_times(ax3[0][2], rows)
+    fig3.suptitle(f"Hessian at the plateau W1, d = {d0} — {title}", fontsize=9)
+    return {
+        "learning_transition.png": fig1,
+        "learning_curves.png": fig2,
+        "hessian_at_plateau.png": fig3,
+    }

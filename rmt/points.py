@@ -624,7 +624,7 @@ def register_point(cls):
 
     A new kind of point is one subclass with ``kind``, ``weights`` (and ``law_inputs`` when it
     does not depend on the sample, ``from_config`` when a ``RunConfig`` can name it), registered
-    with this decorator; the configuration, the command line and :func:`rmt.delta_nn` then
+    with this decorator; the configuration, the command line and :func:`rmt.delta_pop` then
     accept it.
     """
     if not (isinstance(cls, type) and issubclass(cls, Point)) or not cls.kind:
@@ -785,8 +785,8 @@ class GivenPoint(Point):
 class TrainedPoint(Point):
     """The end of the first phase of full-batch gradient descent from a small random start.
 
-    :meth:`train` runs :func:`train_first_phase` with these settings (``steps`` is its
-    ``max_steps``); ``W`` is the iterate at the detected phase end.
+    :meth:`train` runs :func:`rmt.gradient_descent` with these settings; ``W`` is the iterate
+    at the plateau of :func:`rmt.descent.segment_phases` (docs/theory.md section 7.2).
     """
 
     lr: float = 0.5
@@ -810,26 +810,35 @@ class TrainedPoint(Point):
     def from_config(cls, config, model, net) -> TrainedPoint:
         return cls(config.lr, config.train_steps, config.weight_decay, config.init_scale)
 
-    def train(self, net, data, rng) -> TrainResult:
-        """The first phase (and ``continue_steps`` more) on ``data``, started from ``rng``."""
-        return train_first_phase(
+    def train(self, net, data, rng, test=None):
+        """Gradient descent on ``data`` from ``rng`` (:func:`rmt.gradient_descent`).
+
+        Without ``continue_steps`` it stops once the plateau is confirmed; otherwise it runs
+        ``steps + continue_steps`` steps (with ``test`` as the held-out set) to see the escape.
+        """
+        from .descent import gradient_descent
+
+        return gradient_descent(
             net,
             data,
+            test=test,
             init_scale=self.init_scale,
             lr=self.lr,
-            max_steps=self.steps,
+            steps=self.steps + self.continue_steps,
             weight_decay=self.weight_decay,
+            stop_at_plateau=self.continue_steps == 0,
             rng=rng,
-            continue_steps=self.continue_steps,
             progress=self.progress,
         )
 
     def weights(self, net, data, rng) -> np.ndarray:
-        return self.train(net, data, rng).W
+        return self.realize(net, data, rng)[0]
 
     def realize(self, net, data, rng) -> tuple:
-        res = self.train(net, data, rng)
-        return res.W, res
+        """``(W1, run)``: the plateau iterate, or the last one when no plateau was detected
+        (``run.phases.detected`` is then False)."""
+        run = self.train(net, data, rng)
+        return (run.W1 if run.W1 is not None else run.W_final), run
 
     def describe(self) -> dict:
         keys = ("lr", "steps", "weight_decay", "init_scale")

@@ -1,16 +1,21 @@
-"""``delta_NN``: when the most negative Hessian direction at the post-first-phase point carries
-``Theta*`` (docs/theory.md section 6).
+"""The population-point threshold ``delta_pop``: when the most negative Hessian direction at a
+*data-independent* point carries ``Theta*`` (docs/theory.md section 6.6).
+
+This is not ``delta_NN``.  ``delta_NN`` refers to the point ``W1`` that gradient descent reaches,
+which depends on the sample; it is measured by simulation in
+:func:`rmt.experiments.learning.trained_thresholds` (docs/theory.md section 7.4).  The value here
+is its ``delta -> infinity`` reference, exact for the free-probability engine.
 
 **Definition (this project's own).**  For a configuration (model, network, point) the law of the
-curvature blocks is fixed and ``delta = n/d`` varies.  ``delta_NN`` is the smallest ``delta`` at
+curvature blocks is fixed and ``delta = n/d`` varies.  ``delta_pop`` is the smallest ``delta`` at
 which the Hessian has a left outlier (below the bulk, docs/theory.md section 4) that
 
 * carries ``Theta*`` overlap (``overlap_theta > 0``), and
 * is a descent direction: its eigenvalue is below 0.
 
 The exact formula of the source paper was not available, so this is our definition; it
-satisfies ``delta_NN >= delta_BBP`` by construction, and ``delta_NN >= delta_alg`` is a property
-we check numerically rather than impose.  ``delta_NN = inf`` (with the reason) when no such
+satisfies ``delta_pop >= delta_BBP`` by construction, and ``delta_pop >= delta_alg`` is a
+property we check numerically rather than impose.  ``delta_pop = inf`` (with the reason) when no such
 outlier exists in the searched range, when the curvature blocks are unbounded below (the bulk
 then has no left edge), or when they carry no label information.
 """
@@ -26,15 +31,15 @@ DEFAULT_RANGE = (0.05, 64.0)
 
 @dataclass
 class ThresholdResult:
-    """Result of :func:`delta_nn`.
+    """Result of :func:`population_threshold`.
 
-    ``delta_nn``, ``delta_bbp`` and ``delta_alg`` are floats (``inf`` when there is none; see
+    ``delta_pop``, ``delta_bbp`` and ``delta_alg`` are floats (``inf`` when there is none; see
     ``reason``).  ``edge`` and ``outlier`` are the left bulk edge and the outlier at
-    ``delta_nn`` (``nan`` when infinite).  ``converged`` is False when a solver along the way
+    ``delta_pop`` (``nan`` when infinite).  ``converged`` is False when a solver along the way
     failed to converge; ``notes`` lists such events.
     """
 
-    delta_nn: float
+    delta_pop: float
     delta_alg: float
     delta_bbp: float
     edge: float
@@ -47,7 +52,7 @@ class ThresholdResult:
 
     def as_dict(self) -> dict:
         keys = [
-            "delta_nn",
+            "delta_pop",
             "delta_alg",
             "delta_bbp",
             "edge",
@@ -134,7 +139,7 @@ def _law_inputs(model, net, point):
     if inputs is None:
         why = "it depends on the sample" if point.sample_dependent else "law_inputs() is None"
         raise ValueError(
-            f"delta_NN needs the Gaussian law of a data-independent point; the {point.kind} "
+            f"delta_pop needs the Gaussian law of a data-independent point; the {point.kind} "
             f"point has none ({why})"
         )
     return inputs[0], inputs[1], [point.failure] if point.failure else []
@@ -146,14 +151,14 @@ def _infinite(dalg, dbbp, reason, notes, converged=True):
     )
 
 
-def delta_nn(
+def population_threshold(
     model, net, point="population", side="left", delta_range=DEFAULT_RANGE, n_grid=32
 ) -> ThresholdResult:
-    """``delta_NN`` of a configuration (see the module docstring for the definition).
+    """``delta_pop`` of a configuration at a data-independent point (module docstring).
 
     ``delta_BBP`` (:func:`rmt.bbp_threshold`) is where the first outlier carrying ``Theta*``
     leaves the bulk on the left.  If the bulk edge there is below 0, the outlier is a descent
-    direction from its birth and ``delta_NN = delta_BBP``.  Otherwise ``delta_NN`` is where that
+    direction from its birth and ``delta_pop = delta_BBP``.  Otherwise ``delta_pop`` is where that
     outlier crosses 0: the first sign change on a geometric grid of ``n_grid`` values over
     ``(delta_BBP, delta_range[1]]``, refined by Brent's method.
 
@@ -164,7 +169,7 @@ def delta_nn(
     from .freeprob import SpikeLaw, bbp_threshold, bulk_edges, delta_alg
 
     if side != "left":
-        raise ValueError(f"delta_NN is defined on the left (descent) side; got side={side!r}")
+        raise ValueError(f"delta_pop is defined on the left (descent) side; got side={side!r}")
     lo, hi = (float(v) for v in delta_range)
     if not 0 < lo < hi < np.inf:
         raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")

@@ -93,7 +93,7 @@ def test_version_and_bench_options(tmp_path):
         (["train", "--seeds", "0"], "--seeds must be >= 1"),
         (["sweep", "--method", "qr"], "unknown method 'qr'"),
         (["train", "--point", "given"], "unknown point 'given'"),
-        (["threshold", "--point", "trained"], "needs a data-independent point"),
+        (["learn", "--sizes", "1,x"], "--sizes must be a list of integers"),
         (["spectrum", "--width", "0"], "width must be >= 1"),
         (["sweep", "--d", "ten"], "invalid int value"),
         (["frobnicate"], "invalid choice"),

@@ -42,21 +42,26 @@ def test_threshold_command_matches_scalar_reference(tmp_path):
     commands.cmd_threshold(cfg, tmp_path)
     out = json.loads((tmp_path / "threshold.json").read_text())
     ref = _scalar_bbp_reference(lambda z: 2 * min(z * z, 1.0), 2.0, [-1.0, 0.0, 1.0])
-    assert out["delta_nn"] == pytest.approx(ref, rel=1e-6)
+    assert out["delta_pop"] == pytest.approx(ref, rel=1e-6)
 
 
 def test_train_command_writes_curves_consistent_with_the_loss(tmp_path):
     cfg = RunConfig(d=30, deltas=(6.0,), seeds=(0,), train_steps=60, lr=0.2, continue_steps=0)
-    commands.cmd_train(cfg, tmp_path)
+    summary = commands.cmd_train(cfg, tmp_path)
     curves = read_table(tmp_path / "training.csv")
-    loss = np.array([r["loss"] for r in curves])
+    loss = np.array([r["train_loss"] for r in curves])
+    test_loss = np.array([r["test_loss"] for r in curves])
     assert np.all(np.isfinite(loss)) and loss[-1] < loss[0]
-    # the first recorded loss is the loss at the initial point drawn from the same seed
+    # the first losses are those at the initial point, drawn from the same stream after the
+    # training set and the held-out test set
     rng = cfg.rng_for(6.0, 0)
     data = cfg.model().sample(180, 30, rng=rng)
+    test = cfg.model().sample(180, 30, rng=rng, theta=data.theta)
     W0 = 1e-2 * rng.standard_normal((30, 2)) / np.sqrt(30)
     assert loss[0] == pytest.approx(cfg.net().loss_and_grad(data, W0)[0], rel=1e-10)
+    assert test_loss[0] == pytest.approx(cfg.net().loss_and_grad(test, W0)[0], rel=1e-10)
     assert (tmp_path / "training.png").exists() and (tmp_path / "train.json").exists()
+    assert summary["final_overlap"] == pytest.approx(curves[-1]["overlap"])
 
 
 def test_panel_density_next_to_the_atom_matches_a_monte_carlo_law():

@@ -43,8 +43,8 @@ def test_separated_outlier_matches_prediction(spec):
 @pytest.mark.slow
 @pytest.mark.ci
 def test_no_theta_outlier_well_below_delta_nn(spec):
-    res = rmt.delta_nn(MODEL, NET, point=spec)
-    assert res.converged and res.delta_nn >= res.delta_alg
+    res = rmt.population_threshold(MODEL, NET, point=spec)
+    assert res.converged and res.delta_pop >= res.delta_alg
     for seed in range(2):
-        _, overlaps = _bottom_pairs(spec, res.delta_nn / 3, seed)
+        _, overlaps = _bottom_pairs(spec, res.delta_pop / 3, seed)
         assert np.max(overlaps) < 0.1

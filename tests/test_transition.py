@@ -6,7 +6,7 @@ from scipy.integrate import quad
 from scipy.optimize import brentq, minimize_scalar
 
 import rmt
-from rmt.transition import delta_nn
+from rmt.transition import population_threshold
 
 
 def _gauss_expect(f, breaks):
@@ -42,28 +42,30 @@ def test_quadratic_huber_at_origin_matches_scalar_reference():
     """At W = 0 a quadratic unit with Huber loss is the spectral method T(y) = -2 min(y, 1)
     (docs/theory.md section 2); its negative outlier is born below 0, so delta_NN = delta_BBP."""
     ref = _scalar_bbp_reference(lambda z: 2 * min(z * z, 1.0), 2.0, [-1.0, 0.0, 1.0])
-    res = delta_nn(
+    res = population_threshold(
         rmt.MultiIndexModel("phase_retrieval"),
         rmt.TwoLayerNet(1, "quadratic", "huber"),
         point="zero",
     )
     assert res.converged, res.notes
-    assert res.delta_nn == pytest.approx(ref, rel=1e-6)
+    assert res.delta_pop == pytest.approx(ref, rel=1e-6)
     assert res.delta_bbp == pytest.approx(ref, rel=1e-6)
-    assert res.edge < 0 and res.delta_nn >= res.delta_alg == pytest.approx(0.5, rel=1e-8)
+    assert res.edge < 0 and res.delta_pop >= res.delta_alg == pytest.approx(0.5, rel=1e-8)
 
 
 def test_square_loss_on_phase_retrieval_is_unbounded():
-    res = delta_nn(rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "softplus", "square"))
-    assert np.isinf(res.delta_nn) and "unbounded" in res.reason
+    res = population_threshold(
+        rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "softplus", "square")
+    )
+    assert np.isinf(res.delta_pop) and "unbounded" in res.reason
 
 
 def test_odd_activation_at_origin_is_label_free():
     """tanh at W = 0 with square loss: D = a a^T for every sample (sigma''(0) = 0)."""
-    res = delta_nn(
+    res = population_threshold(
         rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(2, "tanh", "square"), point="zero"
     )
-    assert np.isinf(res.delta_nn) and "no label information" in res.reason
+    assert np.isinf(res.delta_pop) and "no label information" in res.reason
 
 
 def test_population_point_of_tanh_on_even_target_is_the_origin():
@@ -83,7 +85,7 @@ def test_population_point_of_tanh_on_even_target_is_the_origin():
 )
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        delta_nn(
+        population_threshold(
             rmt.MultiIndexModel("phase_retrieval"),
             rmt.TwoLayerNet(1, "quadratic", "huber"),
             **kwargs,
@@ -93,8 +95,8 @@ def test_bad_arguments(kwargs, match):
 def test_positive_semidefinite_curvature_has_no_descent_direction():
     """tanh with Huber loss at W = 0: D = 1[y <= 1] a a^T >= 0, so H >= 0 at every delta."""
     net = rmt.TwoLayerNet(2, "tanh", "huber")
-    res = delta_nn(rmt.MultiIndexModel("phase_retrieval"), net, point="zero")
-    assert np.isinf(res.delta_nn) and "positive semidefinite" in res.reason
+    res = population_threshold(rmt.MultiIndexModel("phase_retrieval"), net, point="zero")
+    assert np.isinf(res.delta_pop) and "positive semidefinite" in res.reason
     data = rmt.MultiIndexModel("phase_retrieval").sample(400, 50, rng=3)
     evals = np.linalg.eigvalsh(rmt.Hessian(net, data, np.zeros((50, 2))).to_dense())
     assert evals[0] > -1e-12
@@ -103,16 +105,16 @@ def test_positive_semidefinite_curvature_has_no_descent_direction():
 def test_point_objects_give_the_same_threshold_as_their_names():
     """A Point, a PointSpec and the name give one law, hence one delta_NN."""
     model, net = rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber")
-    by_name = delta_nn(model, net, point="zero")
-    by_object = delta_nn(model, net, point=rmt.ZeroPoint(1, 1))
+    by_name = population_threshold(model, net, point="zero")
+    by_object = population_threshold(model, net, point=rmt.ZeroPoint(1, 1))
     given = rmt.GivenPoint(np.zeros((7, 1)), theta=np.eye(7)[:, :1])
-    by_weights = delta_nn(model, net, point=given)
-    assert by_object.delta_nn == by_name.delta_nn == by_weights.delta_nn
+    by_weights = population_threshold(model, net, point=given)
+    assert by_object.delta_pop == by_name.delta_pop == by_weights.delta_pop
 
 
 def test_sample_dependent_point_is_refused():
     model, net = rmt.MultiIndexModel("phase_retrieval"), rmt.TwoLayerNet(1, "quadratic", "huber")
     with pytest.raises(ValueError, match="depends on the sample"):
-        delta_nn(model, net, point=rmt.TrainedPoint())
+        population_threshold(model, net, point=rmt.TrainedPoint())
     with pytest.raises(ValueError, match="has none"):
-        delta_nn(model, net, point=rmt.GivenPoint(np.zeros((7, 1))))
+        population_threshold(model, net, point=rmt.GivenPoint(np.zeros((7, 1))))

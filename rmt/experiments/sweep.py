@@ -191,7 +191,7 @@ class SweepTheory:
 
     ``curve``: :func:`theory_curve` on a geometric grid over the swept range (``None`` for a
     point without a Gaussian law); ``thresholds``: ``delta_alg``, ``delta_bbp`` and
-    ``delta_nn`` of the point (empty without a law); ``panels``: full spectra at up to
+    ``delta_pop`` of the point (empty without a law); ``panels``: full spectra at up to
     ``n_spectra`` of the swept ``delta`` (empty above the dense limit).
     """
 
@@ -202,18 +202,18 @@ class SweepTheory:
 
 def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheory:
     """The predicted curves, the thresholds they mark, and a row of full spectra."""
-    from ..transition import delta_nn
+    from ..transition import population_threshold
 
     law = point_law(config, point)
     lo, hi = min(config.deltas), max(config.deltas)
     theory = SweepTheory(None)
     if law is not None:
         theory.curve = theory_curve(law, np.geomspace(lo, hi, n_curve))
-        res = delta_nn(config.model(), config.net(), point=point)
+        res = population_threshold(config.model(), config.net(), point=point)
         theory.thresholds = {
             "delta_alg": float(res.delta_alg),
             "delta_bbp": float(res.delta_bbp),
-            "delta_nn": float(res.delta_nn),
+            "delta_pop": float(res.delta_pop),
         }
     if config.width * config.d <= DENSE_LIMIT:
         idx = np.unique(np.linspace(0, len(config.deltas) - 1, n_spectra).round().astype(int))

@@ -1,4 +1,4 @@
-"""``delta_NN`` of one configuration, and over a table of configurations (docs/theory.md sec. 6)."""
+"""The population-point threshold ``delta_pop`` of one configuration, and over a table of configurations (docs/theory.md sec. 6)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ TABLE_COLUMNS = [
     "loss",
     "width",
     "point",
-    "delta_nn",
+    "delta_pop",
     "delta_bbp",
     "delta_alg",
     "ratio",
@@ -41,23 +41,23 @@ TABLE_COLUMNS = [
 
 
 def threshold_summary(config) -> tuple[dict, object]:
-    """``delta_NN``, ``delta_BBP`` and ``delta_alg`` of ``config``, searched over
+    """``delta_pop``, ``delta_BBP`` and ``delta_alg`` of ``config``, searched over
     ``(MIN_DELTA, config.max_delta)``; returns ``(summary, ThresholdResult)``.
 
     ``summary`` is JSON-able: the configuration, the result, its bracket and notes, and the
     wall time.  A point that depends on the sample raises ValueError before any work.
     """
-    from ..transition import delta_nn
+    from ..transition import population_threshold
 
     if POINT_KINDS[config.point].sample_dependent:
         raise ValueError(
-            f"delta_NN needs a data-independent point; the {config.point} point depends on "
+            f"delta_pop needs a data-independent point; the {config.point} point depends on "
             "the sample"
         )
     t0 = time.perf_counter()
     model, net = config.model(), config.net()
     point = make_point(config, model, net)
-    res = delta_nn(model, net, point=point, delta_range=(MIN_DELTA, config.max_delta))
+    res = population_threshold(model, net, point=point, delta_range=(MIN_DELTA, config.max_delta))
     summary = {
         "config": config.to_dict(),
         **res.as_dict(),
@@ -69,7 +69,7 @@ def threshold_summary(config) -> tuple[dict, object]:
 
 
 def _table_row(cfg) -> dict:
-    from ..transition import delta_nn
+    from ..transition import population_threshold
 
     row = {
         "target": cfg.target,
@@ -81,10 +81,10 @@ def _table_row(cfg) -> dict:
     }
     try:
         model, net = cfg.model(), cfg.net()
-        res = delta_nn(model, net, point=make_point(cfg, model, net))
+        res = population_threshold(model, net, point=make_point(cfg, model, net))
     except RuntimeError as exc:  # one failed configuration is reported, not fatal
         row.update(
-            delta_nn=np.nan,
+            delta_pop=np.nan,
             delta_bbp=np.nan,
             delta_alg=np.nan,
             ratio=None,
@@ -93,10 +93,10 @@ def _table_row(cfg) -> dict:
         )
     else:
         row.update(
-            delta_nn=float(res.delta_nn),
+            delta_pop=float(res.delta_pop),
             delta_bbp=float(res.delta_bbp),
             delta_alg=float(res.delta_alg),
-            ratio=float(res.delta_nn / res.delta_alg) if res.delta_alg else None,
+            ratio=float(res.delta_pop / res.delta_alg) if res.delta_alg else None,
             reason=res.reason,
             converged=bool(res.converged),
         )
@@ -104,7 +104,7 @@ def _table_row(cfg) -> dict:
 
 
 def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
-    """``delta_NN``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
+    """``delta_pop``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
 
     One row per variant (a dict of ``RunConfig`` fields replaced in ``base``), with the
     columns :data:`TABLE_COLUMNS`.  A solver failure is reported in its row, not raised.
@@ -112,7 +112,7 @@ def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
     from tqdm.auto import tqdm
 
     rows = []
-    for v in tqdm(variants, desc="delta_NN table", disable=not progress):
+    for v in tqdm(variants, desc="threshold table", disable=not progress):
         t0 = time.perf_counter()
         row = _table_row(replace(base, **v))
         rows.append({**row, "seconds": time.perf_counter() - t0})

@@ -1,4 +1,5 @@
-"""The first phase of gradient descent, then the escape from the plateau (docs/theory.md sec. 6)."""
+"""One gradient-descent run with its two phases, the Hessian at the plateau and the predicted
+escape (docs/theory.md section 7)."""
 
 from __future__ import annotations
 
@@ -6,45 +7,49 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..points import EscapeTime, TrainedPoint, TrainResult, predicted_escape_time
-from .simulation import simulate_point
-
 
 @dataclass(frozen=True)
 class TrainingRun:
     """Result of :func:`training_run`.
 
-    ``result`` is the :class:`rmt.TrainResult`; ``lambda_min`` the smallest Hessian eigenvalue
-    at the phase end; ``predicted`` the ``log(d)/|lambda_min|`` escape delay (``None`` unless
-    ``lambda_min < 0``) and ``predicted_step`` the step it predicts for the escape (``None``
-    without a prediction or a detected phase end); ``curves`` the per-step loss, gradient norm
-    and overlap.
+    ``run`` is the :class:`rmt.descent.GDRun` (curves, ``W1``, plateau and escape steps);
+    ``eigs`` the bottom eigenpairs of the Hessian at ``W1`` and ``overlaps`` their ``Theta*``
+    overlaps; ``decision`` the :class:`rmt.transition_stats.OutlierDecision` there;
+    ``predicted`` the :class:`rmt.escape.EscapePrediction` (``None`` without a plateau), and
+    ``predicted_step`` the step it predicts for the escape (``None`` without one); ``curves`` the
+    per-step train and test loss, gradient norm and overlap.
     """
 
-    result: TrainResult
-    lambda_min: float
-    predicted: EscapeTime | None
+    run: object
+    eigs: object
+    overlaps: np.ndarray
+    decision: object
+    predicted: object
     predicted_step: float | None
     curves: dict
 
 
 def training_run(config, progress=False) -> TrainingRun:
-    """Gradient descent from a small random start at the first ``delta`` and seed of ``config``
-    (``config.train_steps`` at most, then ``config.continue_steps`` to see the escape)."""
-    from ..eigen import extreme_eigs
+    """Gradient descent at the first ``delta`` and seed of ``config`` for
+    ``config.train_steps + config.continue_steps`` steps, with a held-out test set."""
+    from ..escape import predict_escape
+    from .learning import LEARNED_OVERLAP, hessian_at_plateau, run_descent
 
-    point = TrainedPoint.from_config(config, None, None)
-    point = replace(point, continue_steps=config.continue_steps, progress=progress)
-    sim = simulate_point(config, point, config.deltas[0], config.seeds[0])
-    res = sim.record
-    eig = extreme_eigs(sim.hessian, k=1, which="smallest", method=config.method, rng=sim.rng)
-    lam = float(eig.values[0])
-    pred = predicted_escape_time(lam, sim.data.d, res.lr) if lam < 0 else None
-    step = None if pred is None or res.phase_end_step is None else res.phase_end_step + pred.steps
+    total = replace(config, train_steps=config.train_steps + config.continue_steps)
+    data, run, rng = run_descent(total, config.deltas[0], config.seeds[0], progress=progress)
     curves = {
-        "step": np.arange(len(res.loss)),
-        "loss": res.loss,
-        "grad_norm": res.grad_norm,
-        "overlap": res.overlap,
+        "step": np.arange(run.loss.size),
+        "train_loss": run.loss,
+        "test_loss": run.test_loss,
+        "grad_norm": run.grad_norm,
+        "overlap": run.overlap,
     }
-    return TrainingRun(res, lam, pred, step, curves)
+    if run.W1 is None:
+        return TrainingRun(run, None, np.array([]), None, None, None, curves)
+    H, res, ov, dec = hessian_at_plateau(config, data, run, rng)
+    grad = H.net.loss_and_grad(data, run.W1, config.weight_decay)[1]
+    pred = predict_escape(
+        res.values, res.vectors, grad, run.W1, run.lr, data.theta, LEARNED_OVERLAP
+    )
+    step = None if pred.steps is None else run.plateau_step + pred.steps
+    return TrainingRun(run, res, ov, dec, pred, step, curves)

@@ -1,0 +1,127 @@
+"""Escape from the plateau ``W1`` along negative curvature (docs/theory.md section 7.3).
+
+Near the plateau, gradient descent with step ``lr`` is linear in the deviation ``delta`` from
+the critical point ``W*`` it passes by: ``delta_{t+1} = (I - lr H) delta_t``, so the component
+along an eigenvector ``v_j`` of ``H`` (eigenvalue ``lambda_j``) is multiplied by
+``1 - lr lambda_j`` per step.  At the plateau step the gradient is ``g = H delta``, which gives
+the components without knowing ``W*``: ``c_j = <v_j, g> / lambda_j``.  So, to first order,
+
+    W_t = W1 + sum_j c_j ((1 - lr lambda_j)^t - 1) v_j,
+
+and the escape is the first ``t`` at which the overlap ``||Theta*^T W_t||^2 / ||W_t||^2`` of
+this linearised run reaches the threshold of :func:`rmt.gradient_descent`.  A single outlier
+``lambda_o < 0`` with ``Theta*`` overlap ``rho`` gives, in gradient flow (``t = lr * steps``),
+``t ~ log(A / |c_o|) / |lambda_o|`` with ``A`` of the order of ``||W1||``; with
+``|c_o| ~ d^{-1/2}`` this is the order-of-magnitude estimate ``log(d) / (2 |lambda_o|)``.
+
+When the bulk edge is also below 0, bulk directions grow too: they carry no ``Theta*`` and
+dilute the overlap, so the escape is delayed, and when a bulk direction grows faster than the
+outlier (``|lambda_edge| > |lambda_o|``) the linearised overlap never reaches the threshold:
+the race is lost.  Only the eigenpairs passed in take part (the outlier and the bottom of the
+bulk); the many bulk directions just above them also grow, more slowly.  The linearisation
+ends when ``W_t - W1`` reaches the size of ``W1``, so the prediction misses the last,
+non-linear stretch of the escape (measured: docs/theory.md section 7.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import as_float_array, check_positive_float
+
+
+@dataclass(frozen=True)
+class EscapePrediction:
+    """Predicted escape: ``steps`` after the plateau (``time = lr * steps``), or ``None``.
+
+    ``index`` is the fastest-growing direction (the most negative eigenvalue given);
+    ``race_won`` is True when the linearised overlap reaches the threshold, which needs that
+    direction to carry more ``Theta*`` overlap than the threshold.  ``amplitudes`` are the
+    components ``|c_j|`` at the plateau, ``theta_overlaps`` the eigenvectors' ``Theta*``
+    overlaps, ``target = ||W1||_F`` the scale of the weights.
+    """
+
+    steps: float | None
+    time: float | None
+    index: int | None
+    race_won: bool
+    target: float
+    amplitudes: np.ndarray
+    theta_overlaps: np.ndarray
+
+
+def predict_escape(values, vectors, grad, W1, lr, theta, threshold=0.5, max_steps=10**6):
+    """Escape steps from the plateau, from the bottom eigenpairs and the gradient there.
+
+    The linearised run ``W_t = W1 + sum_j c_j ((1 - lr lambda_j)^t - 1) v_j`` (module
+    docstring) is followed until its overlap ``||Theta*^T W_t||^2 / ||W_t||^2`` first reaches
+    ``threshold``: every direction given takes part, so a bulk direction that grows fast
+    dilutes the overlap and delays the escape, and one that outgrows the outlier wins the race
+    (then there is no escape: ``steps`` is ``None``).  The step is found by bisection on the
+    monotone tail of the linearised overlap.
+
+    Parameters
+    ----------
+    values : array (q,)
+        Eigenvalues of ``H(W1)`` (including weight decay), any order.
+    vectors : array (m d, q)
+        Their orthonormal eigenvectors, neuron-major like ``rmt.Hessian``.
+    grad : array (d, m)
+        The gradient at ``W1``.
+    W1 : array (d, m)
+        The plateau weights.
+    lr : float
+        The step of gradient descent.
+    theta : array (d, k)
+        ``Theta*`` with orthonormal columns.
+    threshold : float
+        The overlap that counts as an escape (as in :func:`rmt.gradient_descent`).
+    """
+    lam = as_float_array(values, "values", ndim=1)
+    V = as_float_array(vectors, "vectors", ndim=2)
+    g = as_float_array(grad, "grad", ndim=2)
+    W1 = as_float_array(W1, "W1", ndim=2)
+    theta = as_float_array(theta, "theta")
+    theta = theta[:, None] if theta.ndim == 1 else theta
+    lr = check_positive_float(lr, "lr")
+    d, m = W1.shape
+    if V.shape != (g.size, lam.size) or W1.shape != g.shape or theta.shape[0] != d:
+        raise ValueError(
+            f"need vectors (m d, q), grad and W1 (d, m), theta (d, k); got vectors {V.shape}, "
+            f"grad {g.shape}, W1 {W1.shape}, theta {theta.shape}"
+        )
+    proj = V.T @ np.ascontiguousarray(g.T).reshape(-1)
+    amp = proj / lam
+    growth = np.log(np.abs(1.0 - lr * lam))
+    w1 = np.ascontiguousarray(W1.T).reshape(-1)
+    # per direction: its Theta* part (m x k) and the cross terms needed for the overlap
+    Vt = V.T.reshape(lam.size, m, d) @ theta  # (q, m, k)
+    base = W1.T @ theta  # (m, k)
+
+    def overlap(t):
+        f = amp * (np.exp(growth * t) * np.sign(1.0 - lr * lam) ** int(t) - 1.0)
+        num = base + np.tensordot(f, Vt, axes=(0, 0))
+        w = w1 + V @ f
+        return float(np.sum(num * num) / (w @ w))
+
+    fastest = int(np.argmax(np.where(lam < 0, growth, -np.inf))) if np.any(lam < 0) else None
+    ov = _theta_share(Vt)
+    target = float(np.linalg.norm(W1))
+    if fastest is None or ov[fastest] < threshold:
+        return EscapePrediction(None, None, fastest, False, target, np.abs(amp), ov)
+    lo, hi = 0, 1
+    while overlap(hi) < threshold:
+        lo, hi = hi, 2 * hi
+        if hi > max_steps:
+            return EscapePrediction(None, None, fastest, False, target, np.abs(amp), ov)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if overlap(mid) < threshold else (lo, mid)
+    return EscapePrediction(float(hi), float(hi) * lr, fastest, True, target, np.abs(amp), ov)
+
+
+def _theta_share(Vt) -> np.ndarray:
+    """Squared ``Theta*`` overlap of each eigenvector from its projections (``q x m x k``)."""
+    return np.sum(Vt * Vt, axis=(1, 2))

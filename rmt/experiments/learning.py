@@ -1,0 +1,433 @@
+"""What gradient descent does across ``delta`` (docs/theory.md section 7).
+
+One *run* is a pair ``(delta, seed)``: sample a training set and a held-out test set of the same
+model, run full-batch gradient descent from a small random start (:func:`rmt.gradient_descent`),
+segment it into its two phases, and at the plateau ``W1`` compute the bottom Hessian eigenpairs,
+their ``Theta*`` overlaps, the decision "negative ``Theta*`` outlier or not"
+(:func:`rmt.transition_stats.descent_outlier_decision`), the plug-in prediction, and the
+predicted escape (:func:`rmt.escape.predict_escape`).  Functions here return data and write no
+files; :mod:`rmt.commands` writes them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+#: one row per run
+LEARN_COLUMNS = [
+    "delta",
+    "seed",
+    "n",
+    "d",
+    "learned",
+    "final_overlap",
+    "final_train_loss",
+    "final_test_loss",
+    "peak_step",
+    "plateau_step",
+    "plateau_rule",
+    "overlap_at_plateau",
+    "grad_norm_at_plateau",
+    "escape_step",
+    "escape_steps",
+    "predicted_escape_steps",
+    "race_won",
+    "bottom_eigenvalue",
+    "bottom_overlap",
+    "has_descent_outlier",
+    "outlier_value",
+    "outlier_overlap",
+    "gap_ratio",
+    "plugin_edge_lo",
+    "plugin_outlier",
+    "plugin_overlap",
+    "plugin_bottom",
+    "steps",
+    "diverged",
+    "time_gd_s",
+    "time_eigs_s",
+    "time_theory_s",
+]
+LEARN_KEY = ("delta", "seed")
+#: one row per bottom eigenpair at W1
+EIG_COLUMNS = ["delta", "seed", "index", "eigenvalue", "overlap_theta", "residual"]
+EIG_KEY = ("delta", "seed", "index")
+#: learning curves, one row every CURVE_STRIDE steps
+CURVE_COLUMNS = ["delta", "seed", "step", "train_loss", "test_loss", "grad_norm", "overlap"]
+CURVE_KEY = ("delta", "seed", "step")
+CURVE_STRIDE = 5
+#: eigenpairs computed at W1 (the separation rule needs a few above the outliers)
+N_EIGS_AT_W1 = 8
+#: gradient descent has learned Theta* when the final overlap reaches this
+LEARNED_OVERLAP = 0.5
+
+
+def sample_pair(config, delta, seed):
+    """Training set (``n = delta d``) and an independent test set of the same size and model."""
+    rng = config.rng_for(delta, seed)
+    model = config.model()
+    data = model.sample(config.n_of(delta), config.d, rng=rng)
+    test = model.sample(config.n_of(delta), config.d, rng=rng, theta=data.theta)
+    return data, test, rng
+
+
+def run_descent(config, delta, seed, progress=False):
+    """The gradient-descent run of ``(delta, seed)``: ``(data, GDRun, rng)``."""
+    from ..descent import gradient_descent
+
+    data, test, rng = sample_pair(config, delta, seed)
+    run = gradient_descent(
+        config.net(),
+        data,
+        test=test,
+        init_scale=config.init_scale,
+        lr=config.lr,
+        steps=config.train_steps,
+        weight_decay=config.weight_decay,
+        escape_overlap=LEARNED_OVERLAP,
+        rng=rng,
+        progress=progress,
+    )
+    return data, run, rng
+
+
+def hessian_at_plateau(config, data, run, rng):
+    """Bottom eigenpairs of ``H(W1)``, their overlaps, the outlier decision and the gradient."""
+    from ..eigen import extreme_eigs, overlaps
+    from ..hessian import Hessian
+    from ..transition_stats import descent_outlier_decision
+
+    net = config.net()
+    H = Hessian(net, data, run.W1, weight_decay=config.weight_decay)
+    q = min(N_EIGS_AT_W1, H.shape[0] - 1)
+    res = extreme_eigs(H, k=q, which="smallest", method=config.method, tol=1e-8, rng=rng)
+    ov = overlaps(res.vectors, data.theta, net.width)
+    decision = descent_outlier_decision(res.values, ov, data.d, data.theta.shape[1], net.width)
+    return H, res, ov, decision
+
+
+def plateau_trajectory(config, data, run):
+    """The iterates ``W_0 .. W_T`` of ``run`` up to its plateau ``T``, replayed in numpy (the
+    response kernel of the cavity correction needs them; docs/theory.md section 7.5)."""
+    from ..freeprob.plugin import FirstPhaseTrajectory, sample_gradients
+
+    net, W = config.net(), run.W0.copy()
+    iterates, gnorm = [], []
+    for _ in range(run.plateau_step + 1):
+        grad = data.X.T @ sample_gradients(net, data, W) / data.n + config.weight_decay * W
+        iterates.append(W)
+        gnorm.append(float(np.linalg.norm(grad)))
+        W = W - run.lr * grad
+    return FirstPhaseTrajectory(np.array(iterates), np.array(gnorm), run.lr, True)
+
+
+def plugin_at_plateau(config, data, run, delta, rng) -> dict:
+    """The cavity-corrected plug-in prediction at ``W1`` (:mod:`rmt.freeprob.plugin`)."""
+    from ..freeprob.plugin import cavity_self_term, plugin_law
+    from .theory import theory_at
+
+    net = config.net()
+    traj = plateau_trajectory(config, data, run)
+    self_term = cavity_self_term(net, data, traj, rng=rng)
+    law = plugin_law(net, data, run.W1, self_term=self_term, weight_decay=config.weight_decay)
+    return theory_at(law, delta, 1)
+
+
+def learn_point(config, delta, seed) -> dict:
+    """Everything recorded for one run: ``{"row": ..., "eigs": [...], "curves": [...]}``.
+
+    BLAS runs on one thread, as on a single-threaded Dask worker, so a run gives the same
+    numbers wherever it runs.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _learn_point(config, float(delta), int(seed))
+
+
+def _learn_point(config, delta, seed) -> dict:
+    from ..escape import predict_escape
+
+    t0 = time.perf_counter()
+    data, run, rng = run_descent(config, delta, seed)
+    row = _run_summary(config, delta, seed, data, run)
+    eigs = []
+    t1 = time.perf_counter()
+    if run.W1 is not None:
+        H, res, ov, dec = hessian_at_plateau(config, data, run, rng)
+        t2 = time.perf_counter()
+        grad = H.net.loss_and_grad(data, run.W1, config.weight_decay)[1]
+        pred = predict_escape(
+            res.values, res.vectors, grad, run.W1, run.lr, data.theta, LEARNED_OVERLAP
+        )
+        row.update(_plateau_columns(res, ov, dec, pred))
+        try:
+            th = plugin_at_plateau(config, data, run, delta, rng)
+            row.update(
+                plugin_edge_lo=th["edge_lo"],
+                plugin_outlier=th["outliers"][0] if th["outliers"] else None,
+                plugin_overlap=th["overlaps"][0] if th["overlaps"] else None,
+                plugin_bottom=th["bottom"],
+            )
+        except RuntimeError:  # a failed theory solve leaves the cells empty, never a number
+            pass
+        t3 = time.perf_counter()
+        row.update(time_eigs_s=t2 - t1, time_theory_s=t3 - t2)
+        eigs = [
+            {
+                "delta": delta,
+                "seed": seed,
+                "index": i,
+                "eigenvalue": float(res.values[i]),
+                "overlap_theta": float(ov[i]),
+                "residual": float(res.residuals[i]),
+            }
+            for i in range(res.k)
+        ]
+    row["time_gd_s"] = t1 - t0
+    return {"row": row, "eigs": eigs, "curves": _curve_rows(delta, seed, run)}
+
+
+def _run_summary(config, delta, seed, data, run) -> dict:
+    row = {c: None for c in LEARN_COLUMNS}
+    p = run.plateau_step
+    final = float(run.overlap[-1]) if run.overlap.size else float("nan")
+    row.update(
+        delta=delta,
+        seed=seed,
+        n=data.n,
+        d=data.d,
+        learned=bool(final >= LEARNED_OVERLAP),
+        final_overlap=final,
+        final_train_loss=float(run.loss[-1]),
+        final_test_loss=float(run.test_loss[-1]),
+        peak_step=run.peak_step,
+        plateau_step=p,
+        plateau_rule=run.phases.rule,
+        overlap_at_plateau=None if p is None else float(run.overlap[p]),
+        grad_norm_at_plateau=None if p is None else float(run.grad_norm[p]),
+        escape_step=run.escape_step,
+        escape_steps=None if run.escape_step is None else run.escape_step - p,
+        steps=run.steps,
+        diverged=run.diverged,
+    )
+    return row
+
+
+def _plateau_columns(res, ov, dec, pred) -> dict:
+    return dict(
+        bottom_eigenvalue=float(res.values[0]),
+        bottom_overlap=float(ov[0]),
+        has_descent_outlier=dec.has_outlier,
+        outlier_value=dec.value,
+        outlier_overlap=dec.overlap,
+        gap_ratio=dec.gap_ratio,
+        predicted_escape_steps=pred.steps,
+        race_won=pred.race_won if pred.steps is not None else None,
+    )
+
+
+def _curve_rows(delta, seed, run) -> list[dict]:
+    steps = np.arange(0, run.loss.size, CURVE_STRIDE)
+    return [
+        {
+            "delta": delta,
+            "seed": seed,
+            "step": int(t),
+            "train_loss": float(run.loss[t]),
+            "test_loss": float(run.test_loss[t]),
+            "grad_norm": float(run.grad_norm[t]),
+            "overlap": float(run.overlap[t]),
+        }
+        for t in steps
+    ]
+
+
+def threshold_from_grid(rows, column, alpha=0.1) -> dict:
+    """Where the seed majority of ``column`` (a boolean per run) switches on a grid of ``delta``.
+
+    Returns the geometric midpoint between the last ``delta`` with a "no" majority below the
+    first with a "yes" majority (``nan`` when the grid does not bracket it) and the interval of
+    :func:`rmt.transition_stats.significance_interval`.
+    """
+    from ..transition_stats import significance_interval
+
+    by = {}
+    for r in rows:
+        if r.get(column) is not None:
+            by.setdefault(float(r["delta"]), []).append(bool(r[column]))
+    evals = [(x, sum(v), len(v)) for x, v in sorted(by.items())]
+    if not evals:
+        return {"delta": float("nan"), "interval": [float("nan")] * 2, "evaluations": []}
+    yes = [x for x, k, s in evals if 2 * k >= s]
+    no = [x for x, k, s in evals if 2 * k < s]
+    first_yes = min(yes) if yes else None
+    below = [x for x in no if first_yes is None or x < first_yes]
+    if first_yes is None or not below or first_yes == evals[0][0]:
+        delta = float("nan")
+    else:
+        delta = float(np.sqrt(max(below) * first_yes))
+    limits = (evals[0][0], evals[-1][0])
+    return {
+        "delta": delta,
+        "interval": list(significance_interval(evals, alpha, limits)),
+        "evaluations": [list(e) for e in evals],
+    }
+
+
+def trained_thresholds(config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, progress=None) -> dict:
+    """``delta_NN`` at the trained point and the learning threshold of GD, by bisection.
+
+    Both bisections (:func:`rmt.transition_stats.bisect_transition`, over ``config.seeds`` at
+    ``config.d``) share one cache of runs (:func:`learn_point`), so where they agree they cost
+    one set of simulations.  The outcomes are ``has_descent_outlier`` at ``W1`` (a plateau that
+    was not detected counts as "no") and ``learned`` (final overlap at least
+    :data:`LEARNED_OVERLAP` after ``config.train_steps`` steps).
+
+    Returns ``{"delta_nn": TransitionEstimate, "delta_gd": TransitionEstimate, "runs": rows}``.
+    """
+    from ..transition_stats import bisect_transition
+
+    cache = {}
+
+    def run(x, s):
+        key = (round(float(x), 12), int(s))
+        if key not in cache:
+            cache[key] = learn_point(config, x, s)["row"]
+        return cache[key]
+
+    opts = dict(rtol=rtol, max_evals=max_evals, alpha=alpha, progress=progress)
+    nn = bisect_transition(
+        lambda x, s: bool(run(x, s)["has_descent_outlier"]), lo, hi, config.seeds, **opts
+    )
+    gd = bisect_transition(lambda x, s: bool(run(x, s)["learned"]), lo, hi, config.seeds, **opts)
+    rows = sorted(cache.values(), key=lambda r: (r["delta"], r["seed"]))
+    return {"delta_nn": nn, "delta_gd": gd, "runs": rows}
+
+
+def _open_learn_tables(config, out):
+    """The three resumable tables of a learn sweep in ``out`` (or ``None`` without ``out``)."""
+    import json
+    import pathlib
+
+    from ..output import to_jsonable
+    from ..tables import ResumableCSV
+
+    if out is None:
+        return None
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "row": ResumableCSV(out / "learn.csv", LEARN_COLUMNS, LEARN_KEY),
+        "eigs": ResumableCSV(out / "learn_eigs.csv", EIG_COLUMNS, EIG_KEY),
+        "curves": ResumableCSV(out / "learning_curves.csv", CURVE_COLUMNS, CURVE_KEY),
+    }
+    manifest = out / "manifest.json"
+    if manifest.exists() and tables["row"].rows:
+        old = json.loads(manifest.read_text()).get("config") or {}
+        new = to_jsonable(config.to_dict("learn"))
+        differ = sorted(k for k in new if old.get(k) != new[k] and k not in ("deltas", "seeds"))
+        if differ:
+            raise ValueError(
+                f"{out} holds a learn sweep of another configuration (differs in: "
+                f"{', '.join(differ)}); use another out"
+            )
+    return tables
+
+
+def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
+    """Every ``(delta, seed)`` of ``config`` through :func:`learn_point`; resumable.
+
+    With ``out`` the rows go to ``learn.csv`` (one per run), ``learn_eigs.csv`` (bottom
+    eigenpairs at ``W1``) and ``learning_curves.csv`` as each run finishes; a rerun with more
+    deltas or seeds adds only the new runs.  Returns ``{"rows", "eigs", "curves"}`` (old and
+    new, sorted).  ``scheduler`` is passed to :func:`rmt.distributed.run_tasks`.
+    """
+    from .. import distributed
+    from ..output import write_manifest
+
+    scheduler = config.scheduler if scheduler is None else scheduler
+    tables = _open_learn_tables(config, out)
+    got = {k: list(t.rows) for k, t in tables.items()} if tables else {"row": [], "eigs": []}
+    got.setdefault("curves", [])
+    done = {(r["delta"], r["seed"]) for r in got["row"]}
+    tasks = [(config, x, s) for x in config.deltas for s in config.seeds if (x, s) not in done]
+    tasks.sort(key=lambda t: -config.n_of(t[1]))
+    started = time.perf_counter()
+
+    def on_result(task, result):
+        for key in ("curves", "eigs", "row"):  # the run's row last: it marks the run done
+            part = result[key] if key != "row" else [result["row"]]
+            got[key].extend(part)
+            if tables:
+                tables[key].append(part)
+
+    status = "interrupted"
+    try:
+        distributed.run_tasks(
+            learn_point, tasks, scheduler=scheduler, on_result=on_result, progress=progress
+        )
+        status = "complete"
+    finally:
+        if tables:
+            files = ["learn.csv", "learn_eigs.csv", "learning_curves.csv"]
+            timings = {"wall_time_s": time.perf_counter() - started}
+            write_manifest(out, "learn", config, config.seeds, timings, files, status=status)
+    order = ("delta", "seed", "index", "step")
+    return {
+        "rows": sorted(got["row"], key=lambda r: (r["delta"], r["seed"])),
+        "eigs": sorted(got["eigs"], key=lambda r: tuple(r[k] for k in order[:3])),
+        "curves": sorted(got["curves"], key=lambda r: (r["delta"], r["seed"], r["step"])),
+    }
+
+
+def reference_thresholds(config) -> dict:
+    """``delta_pop`` (population point, free probability) and ``delta_alg`` of ``config``'s
+    model and network; ``None`` with a reason when the population point cannot be had."""
+    from ..freeprob import delta_alg
+    from ..points import PopulationPoint
+    from ..transition import population_threshold
+
+    model, net = config.model(), config.net()
+    out = {"delta_alg": float(delta_alg(model).value), "delta_pop": None, "pop_reason": ""}
+    try:
+        res = population_threshold(model, net, point=PopulationPoint.from_model(model, net))
+        out["delta_pop"] = float(res.delta_pop)
+        out["pop_reason"] = res.reason
+    except (RuntimeError, ValueError, TypeError) as exc:  # reported, never a made-up number
+        out["pop_reason"] = f"failed: {exc}"
+    return out
+
+
+def learn_sweep(config, out=None, progress=True) -> dict:
+    """``run_learn`` at ``config.d`` and every ``config.sizes``, with the thresholds read off.
+
+    Returns ``{"by_d": {d: run_learn result}, "thresholds": {...}}``; with ``out`` each ``d``
+    writes its resumable tables to ``out/d<d>/``.  The thresholds are those of the grid at
+    ``config.d`` (:func:`threshold_from_grid`): ``delta_gd`` (seed majority learns) and
+    ``delta_nn`` (seed majority has a negative ``Theta*`` outlier at ``W1``), next to
+    ``delta_pop`` and ``delta_alg`` (:func:`reference_thresholds`).
+    """
+    import pathlib
+    from dataclasses import replace
+
+    by_d = {}
+    for d in (config.d, *config.sizes):
+        cfg = replace(config, d=int(d), sizes=())
+        sub = None if out is None else pathlib.Path(out) / f"d{d}"
+        by_d[int(d)] = run_learn(cfg, sub, progress=progress)
+    rows = by_d[config.d]["rows"]
+    grid = {
+        "delta_gd": threshold_from_grid(rows, "learned"),
+        "delta_nn": threshold_from_grid(rows, "has_descent_outlier"),
+    }
+    per_d = {
+        d: {
+            k: threshold_from_grid(r["rows"], c)["delta"]
+            for k, c in (("delta_gd", "learned"), ("delta_nn", "has_descent_outlier"))
+        }
+        for d, r in by_d.items()
+    }
+    return {"by_d": by_d, "grid": grid, "per_d": per_d, "reference": reference_thresholds(config)}
