@@ -69,6 +69,13 @@ from .transition import ThresholdResult, population_threshold
 from .config import RunConfig, parse_deltas
 from .experiments import run_point, run_sweep, simulate_point
 
+# -- the second phase: gradient descent, W1, the learning transition (docs/theory.md sec. 7) --
+from .descent import GDRun, Phases, PlateauRule, gradient_descent, segment_phases
+from .escape import EscapePrediction, predict_escape
+from .transition_stats import bisect_transition, descent_outlier_decision
+from .experiments.learning import learn_point, run_learn, trained_thresholds
+from .freeprob.plugin import cavity_self_term, plugin_law
+
 # -- scale-out (issue 6) -----------------------------------------------------------------------
 from .streaming import RowData, StreamingHessian
 from .distributed import DistributedHessian, TasksFailedError, run_tasks

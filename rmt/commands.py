@@ -236,13 +236,16 @@ def format_learn_summary(marks, per_d) -> str:
         "delta_pop": "delta_pop  (population point, free probability)",
         "delta_alg": "delta_alg  (spectral methods)",
     }
-    lines = [f"{names[k]:<56} {_fmt(marks.get(k))}" for k in names]
+    lines = [f"{names[k]:<56} {format_threshold_value(marks.get(k))}" for k in names]
     for d, v in sorted(per_d.items()):
-        lines.append(f"  d = {d}: delta_NN {_fmt(v['delta_nn'])}, delta_GD {_fmt(v['delta_gd'])}")
+        lines.append(
+            f"  d = {d}: delta_NN {format_threshold_value(v['delta_nn'])}, delta_GD {format_threshold_value(v['delta_gd'])}"
+        )
     return "\n".join(lines)
 
 
-def _fmt(value) -> str:
+def format_threshold_value(value) -> str:
+    """A threshold for the terminal: a number, or why there is none."""
     if value is None:
         return "failed / not available"
     return "not bracketed by the grid" if value != value else f"{value:.3g}"

@@ -5,7 +5,10 @@
 2. A sweep of about 8 values of ``delta`` around ``delta_pop`` for softplus + Huber, ``m = 2``,
    at the population point, ``d = 1000``: the bottom Hessian eigenvalue and its overlap with
    ``Theta*`` against the free-probability prediction.
-3. Figures and tidy tables in ``results/demo``.
+3. What gradient descent does from a small random start, ``d = 200``, 7 values of ``delta``:
+   the learning transition (final overlap) next to the Hessian transition at the plateau
+   ``W1`` (``rmt learn``), both well above the population point's ``delta_pop``.
+4. Figures and tidy tables in ``results/demo``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def main(argv=None):
     parser.add_argument("--d", type=int, default=1000, help="dimension (default %(default)s)")
     parser.add_argument("--seeds", type=int, default=2, help="seeds per delta (default 2)")
     parser.add_argument("--points", type=int, default=8, help="values of delta (default 8)")
+    parser.add_argument(
+        "--learn-d", type=int, default=200, help="dimension of the GD runs (default %(default)s)"
+    )
     args = parser.parse_args(argv)
 
     from .commands import cmd_sweep
@@ -71,6 +77,28 @@ def main(argv=None):
     print(
         f"files in {out}: threshold_table.csv/png; in {out / 'sweep'}: "
         + ", ".join(summary["files"])
+    )
+    learn = replace(
+        base,
+        point="trained",
+        d=args.learn_d,
+        deltas=(1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0),
+        seeds=tuple(range(args.seeds)),
+        train_steps=1500,
+    )
+    print(
+        f"\n== what gradient descent learns: d = {args.learn_d}, {len(learn.deltas)} values "
+        f"of delta, {args.seeds} seeds, from a small random start =="
+    )
+    from .commands import cmd_learn, format_threshold_value
+
+    res = cmd_learn(learn, out / "learn")
+    t = {k: format_threshold_value(v) for k, v in res["thresholds"].items()}
+    print(
+        f"learning transition of GD: delta_GD ~ {t['delta_gd']}; Hessian transition at the "
+        f"plateau W1: delta_NN ~ {t['delta_nn']}; population point: delta_pop = "
+        f"{t['delta_pop']}; spectral methods: delta_alg = {t['delta_alg']}. Figures in "
+        f"{out / 'learn'}"
     )
     print(f"demo finished in {time.perf_counter() - t0:.0f} s")
 

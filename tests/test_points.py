@@ -10,7 +10,6 @@ from rmt.points import (
     _risk_nodes,
     population_point,
     population_risk,
-    train_first_phase,
 )
 
 
