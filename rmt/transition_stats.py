@@ -155,18 +155,32 @@ def _binomial_tails(yes, total):
 def significance_interval(evaluations, alpha, limits) -> tuple:
     """The interval between the nearest significant "no" below and significant "yes" above.
 
-    ``evaluations`` are ``(delta, yes, seeds)``.  A ``delta`` is significantly "yes" when
-    ``P(Bin(seeds, 1/2) >= yes) <= alpha`` and significantly "no" when
-    ``P(Bin(seeds, 1/2) <= yes) <= alpha``.  Under a monotone transition the threshold lies
-    above every significant "no" and below every significant "yes"; a side with none is open up
-    to ``limits``.  When the two sides cross (a "yes" below a "no": not monotone at this size),
-    the interval spans both.
+    ``evaluations`` are ``(delta, yes, seeds)``.  The probability ``p(delta)`` of "yes" is
+    assumed non-decreasing in ``delta`` (a monotone transition), which lets evaluations be
+    pooled: if ``p(delta) >= 1/2``, every ``delta' >= delta`` has ``p >= 1/2`` too, so the "yes"
+    count pooled over the evaluations in ``[delta, delta_2]`` is at least ``Bin(N, 1/2)``
+    distributed.  ``delta`` is significantly "no" (the threshold lies above it) when, for some
+    ``delta_2 >= delta``, ``P(Bin(N, 1/2) <= yes) <= alpha`` for that pooled count; it is
+    significantly "yes" when, for some ``delta_1 <= delta``, ``P(Bin(N, 1/2) >= yes) <= alpha``
+    over ``[delta_1, delta]``.  The threshold lies above every significant "no" and below every
+    significant "yes"; a side with none is open up to ``limits``.  When the two sides cross (a
+    "yes" below a "no": not monotone at this size), the interval spans both.
     """
-    no = [x for x, yes, s in evaluations if _binomial_tails(yes, s)[1] <= alpha]
-    yes_ = [x for x, yes, s in evaluations if _binomial_tails(yes, s)[0] <= alpha]
+    ev = sorted((float(x), int(y), int(s)) for x, y, s in evaluations)
+    no, yes_ = [], []
+    for i, (x, _, _) in enumerate(ev):
+        if any(_pooled(ev[i : j + 1])[1] <= alpha for j in range(i, len(ev))):
+            no.append(x)
+        if any(_pooled(ev[j : i + 1])[0] <= alpha for j in range(i + 1)):
+            yes_.append(x)
     lo = max(no) if no else limits[0]
     hi = min(yes_) if yes_ else limits[1]
     return (min(lo, hi), max(lo, hi))
+
+
+def _pooled(window):
+    """The two binomial tails of the "yes" count pooled over ``window``."""
+    return _binomial_tails(sum(w[1] for w in window), sum(w[2] for w in window))
 
 
 def bisect_transition(

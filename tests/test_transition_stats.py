@@ -94,3 +94,14 @@ def test_bisection_reports_an_unbracketed_search():
 def test_significance_interval_spans_a_non_monotone_record():
     evals = [(1.0, 5, 5), (2.0, 0, 5), (4.0, 5, 5)]  # yes at 1, no at 2: not monotone
     assert significance_interval(evals, 0.1, (0.5, 8.0)) == (1.0, 2.0)
+
+
+def test_significance_interval_pools_neighbouring_evaluations():
+    """Three seeds alone are never significant at 0.1 (1/8 > 0.1); pooled neighbours are."""
+    evals = [(1.0, 0, 3), (2.83, 0, 3), (4.76, 0, 3), (5.08, 0, 3), (5.42, 2, 3), (6.17, 2, 3)]
+    lo, hi = significance_interval(evals + [(8.0, 3, 3)], 0.1, (1.0, 8.0))
+    # 0/6 over [4.76, 5.08] has P = 1/64; 0/3 + 2/3 over [5.08, 5.42] is not significant
+    assert lo == 4.76
+    # yes at 8: 3/3 alone P = 1/8; 7/9 over [5.42, 8] has P = 0.09 <= 0.1
+    assert hi == 8.0
+    assert significance_interval(evals + [(8.0, 3, 3), (9.0, 3, 3)], 0.1, (1, 9))[1] == 8.0
