@@ -145,19 +145,41 @@ class MultiIndexModel:
         Index dimension; defaults to the target's own.
     noise : float
         Standard deviation of additive Gaussian label noise.
+    even : bool, optional
+        Whether ``g(-z) = g(z)`` (all coordinates flipped; in law, for a random ``g``), which
+        makes ``E[z | y] = 0`` and a spectral threshold ``delta_alg > 0`` possible.  Fixed by a
+        registry target (a contradicting value raises).  For a callable it can be declared;
+        otherwise it is probed: ``g(-z, r) == g(z, r)`` (to 1e-12 relative) on
+        :data:`PROBE_POINTS` Gaussian points with the same generator state ``r`` on both sides.
+        The probe is exact for ``g`` that draws its randomness independently of ``z``; a ``g``
+        even only in law (e.g. ``z^2 * s`` with ``s`` drawn after a ``z``-dependent number of
+        draws) must be declared.
+
+    A callable target is supported everywhere a registry one is (:func:`rmt.population_point`,
+    :meth:`rmt.SpikeLaw.from_network`, :func:`rmt.delta_alg`, :func:`rmt.population_threshold`):
+    expectations over ``z`` use its values at quadrature or Monte Carlo nodes.  Whether it uses
+    its ``rng`` is probed (:attr:`deterministic`): a deterministic ``g`` gets Gauss-Hermite
+    nodes, a random one Monte Carlo nodes with one draw of ``g`` per node.
     """
 
     target: str | Callable = "phase_retrieval"
     k: int | None = None
     noise: float = 0.0
+    even: bool | None = None
     _target: Target | None = field(default=None, repr=False, compare=False)
+    _random_g: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "noise", check_nonneg_float(self.noise, "noise"))
+        if self.even is not None and not isinstance(self.even, (bool, np.bool_)):
+            raise TypeError(f"even must be True, False or None; got {self.even!r}")
         if callable(self.target):
             if self.k is None:
                 raise ValueError("a callable target needs k, the number of hidden directions")
             object.__setattr__(self, "k", check_positive_int(self.k, "k"))
+            even, random_g = _probe_callable(self.target, self.k)
+            object.__setattr__(self, "_random_g", random_g)
+            object.__setattr__(self, "even", even if self.even is None else bool(self.even))
             return
         if not isinstance(self.target, str) or self.target not in TARGETS:
             known = ", ".join(sorted(TARGETS))
@@ -171,6 +193,9 @@ class MultiIndexModel:
                 raise ValueError(f"target {spec.name!r} has k = {spec.k}; got k = {k_in}")
             k = k_in
         object.__setattr__(self, "k", k)
+        if self.even is not None and bool(self.even) != spec.even:
+            raise ValueError(f"target {spec.name!r} has even = {spec.even}; got even = {self.even}")
+        object.__setattr__(self, "even", spec.even)
 
     @property
     def name(self) -> str:
@@ -187,28 +212,32 @@ class MultiIndexModel:
 
     @property
     def deterministic(self) -> bool:
-        """True when ``y`` is a fixed function of ``z`` (registry target and no noise)."""
-        return self._target is not None and self.noise == 0.0
+        """True when ``y`` is a fixed function of ``z``: no noise, and ``g`` a registry target or a
+        callable that ignores its ``rng`` (probed: two generator seeds give the same labels)."""
+        return self.noise == 0.0 and not self._random_g
 
     @property
-    def even(self) -> bool | None:
-        """Whether ``g(-z) = g(z)``; ``None`` for a custom callable."""
-        return None if self._target is None else self._target.even
+    def random_link(self) -> bool:
+        """True for a callable ``g`` that uses its ``rng`` (its labels differ between seeds)."""
+        return self._random_g
 
-    def link(self, z: np.ndarray) -> np.ndarray:
-        """Noiseless link ``g(z)`` for a registry target, ``z`` of shape ``(N, k)``."""
-        if self._target is None:
-            raise TypeError("link() needs a registry target; call labels(z, rng) for a callable")
-        return self._target.func(self._check_z(z))
+    def link(self, z: np.ndarray, rng=0) -> np.ndarray:
+        """``g(z)`` without the additive noise, ``z`` of shape ``(N, k)``.
+
+        For a callable this is ``g(z, default_rng(rng))``: one draw per row when ``g`` is random
+        (seed 0 by default, so repeated calls agree).
+        """
+        z = self._check_z(z)
+        if self._target is not None:
+            return self._target.func(z)
+        return _call_target(self.target, z, np.random.default_rng(rng))
 
     def labels(self, z: np.ndarray, rng=None) -> np.ndarray:
         """Labels ``g(z) + noise * eps`` for ``z`` of shape ``(N, k)``."""
         rng = np.random.default_rng(rng)
         z = self._check_z(z)
         if self._target is None:
-            y = as_float_array(self.target(z, rng), "target(z, rng)", ndim=1)
-            if y.shape[0] != z.shape[0]:
-                raise ValueError(f"target returned {y.shape[0]} labels for {z.shape[0]} rows")
+            y = _call_target(self.target, z, rng)
         else:
             y = self._target.func(z)
         if self.noise > 0:
@@ -246,3 +275,28 @@ class MultiIndexModel:
         if z.shape[1] != self.k:
             raise ValueError(f"z must have k = {self.k} columns; got shape {z.shape}")
         return z
+
+
+#: number of Gaussian points at which a callable target is probed for evenness and randomness
+PROBE_POINTS = 4096
+
+
+def _call_target(g, z, rng) -> np.ndarray:
+    y = as_float_array(g(z, rng), "target(z, rng)", ndim=1)
+    if y.shape[0] != z.shape[0]:
+        raise ValueError(f"target returned {y.shape[0]} labels for {z.shape[0]} rows")
+    return y
+
+
+def _probe_callable(g, k) -> tuple[bool, bool]:
+    """``(even, random)`` of a callable target, probed on :data:`PROBE_POINTS` points.
+
+    ``even``: ``g(-z, r) == g(z, r)`` with equal generator states; ``random``: two seeds of the
+    generator give different labels.  Equality is to ``1e-12 (1 + |y|)``.
+    """
+    z = np.random.default_rng(12345).standard_normal((PROBE_POINTS, k))
+    y = _call_target(g, z, np.random.default_rng(1))
+    y_neg = _call_target(g, -z, np.random.default_rng(1))
+    y_other = _call_target(g, z, np.random.default_rng(2))
+    tol = 1e-12 * (1.0 + np.abs(y))
+    return bool(np.all(np.abs(y_neg - y) <= tol)), bool(np.any(np.abs(y_other - y) > tol))

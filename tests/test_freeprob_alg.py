@@ -86,6 +86,6 @@ def test_noisy_sign_target_closed_form():
     assert abs(res.value - 1 / nu1) < 1e-6 * (1 / nu1)
 
 
-def test_delta_alg_rejects_custom_targets():
+def test_delta_alg_rejects_non_models():
     with pytest.raises(TypeError):
-        rmt.delta_alg(rmt.MultiIndexModel(lambda z, rng: z[:, 0], k=1))
+        rmt.delta_alg("phase_retrieval")

@@ -84,11 +84,8 @@ class SpikeLaw:
         self.d_bounds = self._check_bounds(d_bounds)
         self.kind, self.stderr = kind, stderr
         eig = node_eigenvalues(D)
-        absmax = np.max(np.abs(eig), axis=1)
-        order = np.argsort(absmax)
-        median = absmax[order][np.searchsorted(np.cumsum(w[order]), 0.5)]
-        #: a robust size of D (weighted median of ||D_i||), for tolerances
-        self.scale = float(max(median, 1e-300))
+        #: a robust size of D (weighted median of ||D_i|| over the nonzero mass), for tolerances
+        self.scale = robust_scale(np.max(np.abs(eig), axis=1), w)
         self.node_range = (float(eig.min()), float(eig.max()))
         self.expected_rank = float(w @ np.sum(np.abs(eig) > 1e-12 * self.scale, axis=1))
         self._flag_extreme_nodes()
@@ -162,12 +159,19 @@ class SpikeLaw:
         - ``"adaptive"`` (explicit, two integration dimensions): two-level adaptive rule, exact
           across kinks to 1e-10 but slow (tens of seconds);
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
-        - ``"monte_carlo"`` otherwise, with ``n_mc`` draws and ``stderr`` set.
+        - ``"monte_carlo"`` otherwise, with ``n_mc`` draws and ``stderr`` set.  The draws come
+          from ``rng``; ``rng=None`` is the fixed seed ``rmt.freeprob.nodes.DEFAULT_MC_SEED``,
+          so the law and its edges are the same on every call.
+
+        A callable target ``g(z, rng)`` is evaluated at the nodes like a registry link when it
+        ignores its ``rng`` (same rules and accuracy).  One that uses it (a random ``g``) gets
+        ``"monte_carlo"`` nodes, one draw of ``g`` per node from a generator spawned from
+        ``rng`` (``stderr`` set); any other explicit ``nodes`` raises.
         """
         from ..network import TwoLayerNet
 
-        if not isinstance(model, MultiIndexModel) or not model.is_registry:
-            raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
+        if not isinstance(model, MultiIndexModel):
+            raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
         if not isinstance(net, TwoLayerNet):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
         k, m = model.k, net.width
@@ -179,8 +183,12 @@ class SpikeLaw:
         K = k + C.shape[0]
         dims = K + (1 if model.noise > 0 else 0)
 
+        # a callable g(z, rng) that uses its rng: one draw of g per Monte Carlo node
+        nodes, g_rng = _random_link_nodes(model, nodes, rng)
+
         def curvature(pts):
-            y = model.link(pts[:, :k]) + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
+            y = model.link(pts[:, :k], g_rng)
+            y = y + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
         if nodes == "auto" and k == 1 and 2 <= dims <= 3 and _non_smooth(net):
@@ -262,6 +270,7 @@ class SpikeLaw:
         across kinks and jumps of ``T(g(z))``.  ``T_bounds = (inf T, sup T)`` gives the exact range
         of ``T`` over the support of ``y`` (use ``inf`` for an unbounded side); it is needed
         when a supremum is reached only as ``y -> inf`` (docs/theory.md section 4, threshold ``c/2``).
+        Monte Carlo nodes are drawn from ``rng`` (``None``: the fixed ``DEFAULT_MC_SEED``).
         """
         if not isinstance(model, MultiIndexModel) or not model.is_registry:
             raise TypeError("model must be an rmt.MultiIndexModel with a registry target")
@@ -297,6 +306,23 @@ class SpikeLaw:
         )
 
 
+def robust_scale(sizes, weights):
+    """Weighted median of the node sizes ``||D_i||`` over the mass where ``D_i != 0``.
+
+    An atom of ``D`` at 0 (trimmed spectral methods ``T(y) = 1{y > t}``, ReLU's ``sigma' = 0``)
+    carries no size: a median over all the mass would be 0 once the atom holds half of it, and
+    every nonzero node would look singular.  The median of the rest is still not moved by a
+    heavy tail.  Returns ``1e-300`` when ``D = 0`` everywhere."""
+    nonzero = sizes > 0.0
+    if not np.any(nonzero) or weights[nonzero].sum() <= 0.0:
+        return 1e-300
+    s, w = sizes[nonzero], weights[nonzero]
+    order = np.argsort(s)
+    cum = np.cumsum(w[order])
+    median = s[order][min(np.searchsorted(cum, 0.5 * cum[-1]), s.size - 1)]
+    return float(max(median, 1e-300))
+
+
 def node_eigenvalues(D):
     """Eigenvalues (ascending) of every symmetric ``D_i``; closed form for ``m <= 2``.
 
@@ -313,6 +339,24 @@ def node_eigenvalues(D):
     det = a * c - b * b
     small = np.divide(det, big, out=np.zeros_like(det), where=big != 0.0)
     return np.sort(np.stack([small, big], axis=1), axis=1)
+
+
+def _random_link_nodes(model, nodes, rng):
+    """``(nodes, rng for g)``: Monte Carlo nodes, and a generator independent of the nodes', for
+    a callable target that uses its ``rng``; otherwise ``nodes`` unchanged (and ``g``'s rng 0)."""
+    if not model.random_link:
+        return nodes, 0
+    if nodes not in ("auto", "monte_carlo"):
+        raise ValueError(
+            f"the target callable uses its rng (a random g): nodes={nodes!r} cannot integrate "
+            "it; use 'monte_carlo' or 'auto'"
+        )
+    if isinstance(rng, np.random.Generator):
+        return "monte_carlo", rng.spawn(1)[0]
+    from .nodes import DEFAULT_MC_SEED
+
+    seed = DEFAULT_MC_SEED if rng is None else rng
+    return "monte_carlo", np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
 
 
 def _non_smooth(net):

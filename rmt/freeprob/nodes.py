@@ -185,14 +185,22 @@ def adaptive_2d(func, tol=1e-10):
     return GaussianNodes(np.stack([z, g[owner]], axis=1), w * wg[owner], "nested")
 
 
+#: the seed of Monte Carlo nodes when no ``rng`` is given: a law is the same on every call
+DEFAULT_MC_SEED = 20240607
+
+
 def gaussian_nodes(dims, nodes="auto", order=None, n_mc=200_000, rng=None) -> GaussianNodes:
-    """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), Monte Carlo above."""
+    """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), Monte Carlo above.
+
+    Monte Carlo nodes are drawn from ``numpy.random.default_rng(rng)``; ``rng=None`` means the
+    fixed seed ``DEFAULT_MC_SEED``, so that laws (and their edges) are reproducible by default.
+    Pass a seed or a ``Generator`` for independent draws."""
     if nodes not in ("auto", "quadrature", "monte_carlo"):
         raise ValueError(f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}")
     if nodes == "auto":
         nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "monte_carlo"
     if nodes == "monte_carlo":
-        return monte_carlo(dims, n_mc, rng)
+        return monte_carlo(dims, n_mc, DEFAULT_MC_SEED if rng is None else rng)
     order = DEFAULT_ORDER.get(dims, 12) if order is None else order
     if order**dims > 2_000_000:
         raise ValueError(
