@@ -119,7 +119,8 @@ def variant_label(row) -> str:
 
 
 def format_threshold_table(rows) -> str:
-    """A plain-text table for the terminal; the reasons for infinite values are footnotes."""
+    """A plain-text table for the terminal; the reasons for infinite values are footnotes, and
+    a solver failure (``status == "failed"``) shows as ``FAILED``, never as a number."""
     width = max(len(variant_label(r)) for r in rows)
     head = (
         f"{'configuration':<{width}} {'delta_pop':>9} {'delta_BBP':>9} {'delta_alg':>9} "
@@ -127,13 +128,15 @@ def format_threshold_table(rows) -> str:
     )
     lines, notes = [head, "-" * len(head)], []
     for r in rows:
-        ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None else "-"
+        failed = r.get("status") == "failed"
+        ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None and not failed else "-"
+        pop = "FAILED" if failed else f"{r['delta_pop']:.4g}"
         mark = ""
         if r["reason"]:
             notes.append(r["reason"])
             mark = f" [{len(notes)}]"
         lines.append(
-            f"{variant_label(r):<{width}} {r['delta_pop']:>9.4g} {r['delta_bbp']:>9.4g} "
+            f"{variant_label(r):<{width}} {pop:>9} {r['delta_bbp']:>9.4g} "
             f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
         )
     lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]

@@ -17,7 +17,8 @@ The exact formula of the source paper was not available, so this is our definiti
 satisfies ``delta_pop >= delta_BBP`` by construction, and ``delta_pop >= delta_alg`` is a
 property we check numerically rather than impose.  ``delta_pop = inf`` (with the reason) when no such
 outlier exists in the searched range, when the curvature blocks are unbounded below (the bulk
-then has no left edge), or when they carry no label information.
+then has no left edge), or when they carry no label information.  A solver failure is never an
+answer: it gives ``status = "failed"`` and ``delta_pop = nan`` (:class:`ThresholdResult`).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ DEFAULT_RANGE = (0.05, 64.0)
 class ThresholdResult:
     """Result of :func:`population_threshold`.
 
-    ``delta_pop``, ``delta_bbp`` and ``delta_alg`` are floats (``inf`` when there is none; see
-    ``reason``).  ``edge`` and ``outlier`` are the left bulk edge and the outlier at
-    ``delta_pop`` (``nan`` when infinite).  ``converged`` is False when a solver along the way
-    failed to converge; ``notes`` lists such events.
+    ``status`` says what ``delta_pop`` is: ``"found"`` (a finite threshold), ``"none"`` (no
+    transition: ``delta_pop = inf``, ``reason`` says why) or ``"failed"`` (a solver failed, so
+    nothing is known: ``delta_pop = nan``, never ``inf``; ``reason`` carries the message).
+    ``delta_bbp`` and ``delta_alg`` are floats (``inf`` when there is none).  ``edge`` and
+    ``outlier`` are the left bulk edge and the outlier at ``delta_pop`` (``nan`` unless found).
+    ``converged`` is False exactly when ``status == "failed"``; ``notes`` lists the solver
+    failures met along the way.
     """
 
     delta_pop: float
@@ -49,9 +53,11 @@ class ThresholdResult:
     reason: str = ""
     bracket: tuple = (np.nan, np.nan)
     notes: list = field(default_factory=list)
+    status: str = "found"
 
     def as_dict(self) -> dict:
         keys = [
+            "status",
             "delta_pop",
             "delta_alg",
             "delta_bbp",
@@ -146,8 +152,21 @@ def _law_inputs(model, net, point):
 
 
 def _infinite(dalg, dbbp, reason, notes, converged=True):
+    """No transition (``status="none"``, ``delta_pop = inf``), or, when a solver failed on the
+    way (``converged`` False), a failure: ``status="failed"``, ``delta_pop = nan``."""
+    if not converged:
+        return _failed(dalg, dbbp, reason, notes)
     return ThresholdResult(
-        np.inf, dalg, dbbp, np.nan, np.nan, np.nan, converged, reason, notes=notes
+        np.inf, dalg, dbbp, np.nan, np.nan, np.nan, True, reason, notes=notes, status="none"
+    )
+
+
+def _failed(dalg, dbbp, reason, notes):
+    """A solver failure: never a number (``delta_pop = nan``), with the messages in ``reason``."""
+    detail = "; ".join(str(n) for n in notes)
+    why = f"solver failure: {reason}" + (f" ({detail})" if detail and detail not in reason else "")
+    return ThresholdResult(
+        np.nan, dalg, dbbp, np.nan, np.nan, np.nan, False, why, notes=notes, status="failed"
     )
 
 
@@ -166,7 +185,7 @@ def population_threshold(
     :class:`rmt.PointSpec`, or ``"population"`` / ``"zero"``; a point that depends on the sample
     (``"trained"``) raises ValueError.
     """
-    from .freeprob import SpikeLaw, bbp_threshold, bulk_edges, delta_alg
+    from .freeprob import SpikeLaw, bbp_threshold, delta_alg
 
     if side != "left":
         raise ValueError(f"delta_pop is defined on the left (descent) side; got side={side!r}")
@@ -202,8 +221,8 @@ def population_threshold(
         )
     try:
         bbp = bbp_threshold(law, side="left", delta_range=(lo, hi))
-    except RuntimeError as exc:  # reported with converged=False, never as a number
-        return _infinite(dalg, np.nan, f"the BBP search failed: {exc}", notes, converged=False)
+    except RuntimeError as exc:  # reported as failed, never as a number
+        return _failed(dalg, np.nan, f"the BBP search failed: {exc}", notes)
     if not bbp.found:
         return _infinite(
             dalg,
@@ -212,6 +231,16 @@ def population_threshold(
             notes,
             converged=bbp.converged,
         )
+    try:
+        return _past_bbp(law, bbp, dalg, hi, n_grid, notes)
+    except RuntimeError as exc:  # an edge or outlier solve failed: reported, never a number
+        return _failed(dalg, float(bbp.delta), f"{type(exc).__name__}: {exc}", notes)
+
+
+def _past_bbp(law, bbp, dalg, hi, n_grid, notes):
+    """``delta_pop`` from a found BBP threshold: at it, or where its outlier crosses 0."""
+    from .freeprob import bulk_edges
+
     d0 = float(bbp.delta)
     edge0 = float(bulk_edges(law, d0).lo)
     if edge0 < 0:
@@ -230,6 +259,6 @@ def population_threshold(
     best = _safe_descent(law, dnn * (1 + 1e-6), 0.0, notes, require_negative=False)
     # at the BBP point the outlier is born at the edge with zero overlap (docs/theory.md section 4)
     value, ov = (best.value, best.overlap_theta) if best else (edge, 0.0)
-    return ThresholdResult(
-        dnn, dalg, d0, edge, value, ov, bool(ok) and not notes, "", (d0, dnn), notes
-    )
+    if not ok or notes:  # a value found past a solver failure may be wrong: not an answer
+        return _failed(dalg, d0, f"the search for delta_pop did not converge near {dnn:.6g}", notes)
+    return ThresholdResult(dnn, dalg, d0, edge, value, ov, True, "", (d0, dnn), notes)

@@ -30,6 +30,7 @@ TABLE_COLUMNS = [
     "loss",
     "width",
     "point",
+    "status",
     "delta_pop",
     "delta_bbp",
     "delta_alg",
@@ -88,26 +89,38 @@ def _table_row(cfg) -> dict:
             delta_bbp=np.nan,
             delta_alg=np.nan,
             ratio=None,
-            reason=f"solver failure: {exc}",
+            reason=f"solver failure: {type(exc).__name__}: {exc}",
             converged=False,
+            status="failed",
         )
     else:
         row.update(
             delta_pop=float(res.delta_pop),
             delta_bbp=float(res.delta_bbp),
             delta_alg=float(res.delta_alg),
-            ratio=float(res.delta_pop / res.delta_alg) if res.delta_alg else None,
+            ratio=_ratio(res),
             reason=res.reason,
             converged=bool(res.converged),
+            status=res.status,
         )
     return row
+
+
+def _ratio(res):
+    """``delta_pop / delta_alg``; ``None`` for a failure (no number may stand for it)."""
+    if res.status == "failed" or not res.delta_alg:
+        return None
+    return float(res.delta_pop / res.delta_alg)
 
 
 def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
     """``delta_pop``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
 
     One row per variant (a dict of ``RunConfig`` fields replaced in ``base``), with the
-    columns :data:`TABLE_COLUMNS`.  A solver failure is reported in its row, not raised.
+    columns :data:`TABLE_COLUMNS`.  A solver failure is reported in its row, not raised:
+    ``status`` is ``"found"`` (a finite ``delta_pop``), ``"none"`` (no transition,
+    ``delta_pop = inf``, ``reason`` says why) or ``"failed"`` (``delta_pop = nan``, ``reason``
+    carries the solver's message).
     """
     from tqdm.auto import tqdm
 

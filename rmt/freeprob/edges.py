@@ -255,11 +255,29 @@ def find_fold(mp: MPSystem, side, max_steps=400):
     )
 
 
+#: a fold located by the safeguarded search is accepted when the edge value it returns is within
+#: this relative distance of the extremum of ``zeta(tau)`` (estimated from the bracket)
+EDGE_RTOL = 1e-9
+#: evaluations of the safeguarded search
+SAFE_MAXIT = 60
+
+
 def _refine(mp, a, b, side):
     """Locate ``h(tau) = 0`` between ``a`` (``h > 0``) and ``b`` (``h <= 0``) by Brent's method.
 
     ``zeta(tau)`` is quadratic at its extremum, so a relative ``tau`` tolerance of 1e-10 gives
-    the edge to about 1e-20 relative: far below the Newton tolerance."""
+    the edge to about 1e-20 relative: far below the Newton tolerance.  When an evaluation near
+    the fold fails (the corrector leaves the branch), the safeguarded search ``_refine_safe``
+    takes over."""
+    if b.h == 0.0:
+        return b
+    try:
+        return _refine_brent(mp, a, b, side)
+    except ConvergenceError:
+        return _refine_safe(mp, a, b, side)
+
+
+def _refine_brent(mp, a, b, side):
     cache = {"pt": a}
     known = {a.tau: a, b.tau: b}  # Brent starts by evaluating both ends: they are known
 
@@ -268,14 +286,74 @@ def _refine(mp, a, b, side):
             return known[tau].h
         near = cache["pt"]
         new = _continuation_step(mp, near, tau, side) or _continuation_step(mp, a, tau, side)
-        if new is None:
+        if new is None or not _between(new.h, a, b):
             raise ConvergenceError(f"extended Newton failed at tau = {tau:.17g} near the fold")
         cache["pt"] = known[tau] = new
         return new.h
 
-    if b.h == 0.0:
-        return b
     tau_star = brentq(h, a.tau, b.tau, xtol=1e-10 * abs(a.tau), rtol=1e-10, maxiter=200)
     if tau_star in known:  # Brent returns a point it has evaluated
         return known[tau_star]
     return _continuation_step(mp, cache["pt"], tau_star, side) or cache["pt"]
+
+
+def _between(h, a, b):
+    """``h`` lies strictly between ``a.h`` and ``b.h``: ``h`` falls through the fold, so a point
+    of the bracket whose ``h`` does not is on another real branch.  Near the fold of a law with
+    an exchange symmetry broken slightly by the quadrature (``m >= 3`` identical units), such a
+    branch lies close: there the corrector converges to a ``G`` with unequal units and an ``h``
+    out of order (seen for softplus/Huber, ``m = 3``, at ``delta = 3.25``)."""
+    return min(a.h, b.h) < h < max(a.h, b.h)
+
+
+def _edge_error(a, b):
+    """``(point, estimated |zeta_fold - zeta(point)|)`` for the end of the bracket ``(a, b)``
+    nearer the fold, from the linear model of ``h`` (``zeta`` is quadratic at the fold)."""
+    slope = (b.h - a.h) / (b.tau - a.tau)
+    best = min((a, b), key=lambda p: abs(p.h))
+    return best, 0.5 * best.h**2 / abs(slope) + abs(best.h * (b.tau - a.tau)) * 1e-3
+
+
+def _substep(mp, start, tau, side, a, b):
+    """Continue from ``start`` to ``tau`` in 1, 2, 4 or 8 steps; the point if it stays in order."""
+    for n in (1, 2, 4, 8):
+        pt = start
+        for t in np.linspace(start.tau, tau, n + 1)[1:]:
+            pt = _continuation_step(mp, pt, t, side)
+            if pt is None or (t != tau and not _between(pt.h, a, b)):
+                break
+        if pt is not None and _between(pt.h, a, b):
+            return pt
+    return None
+
+
+def _refine_safe(mp, a, b, side):
+    """Shrink the bracket ``(a, b)`` of the fold by regula falsi (Illinois), keeping only points
+    whose ``h`` lies between the ends' (``_between``), reached by short continuation steps from
+    the nearer end.  Returns the end nearer the fold once ``_edge_error`` is below ``EDGE_RTOL``
+    relative: a point of the real branch outside the bulk, within that distance of the edge.
+    Raises ``ConvergenceError`` otherwise."""
+    kept = None  # the end kept by the last step: its h is halved (Illinois)
+    for _ in range(SAFE_MAXIT):
+        best, err = _edge_error(a, b)
+        if err <= EDGE_RTOL * max(abs(best.zeta), 1e-300):
+            return best
+        ha, hb = a.h * (0.5 if kept == "a" else 1.0), b.h * (0.5 if kept == "b" else 1.0)
+        tau = a.tau + min(max(ha / (ha - hb), 0.05), 0.95) * (b.tau - a.tau)
+        start = a if abs(tau - a.tau) <= abs(tau - b.tau) else b
+        for frac in (1.0, 0.25, 0.0625):  # aim closer to the end it starts from on failure
+            new = _substep(mp, start, start.tau + frac * (tau - start.tau), side, a, b)
+            if new is not None:
+                break
+        if new is None:
+            break
+        if new.h > 0:
+            a, kept = new, "b"
+        else:
+            b, kept = new, "a"
+    best, err = _edge_error(a, b)
+    raise ConvergenceError(
+        f"extended Newton failed near the fold: bracket tau in [{a.tau:.12g}, {b.tau:.12g}], "
+        f"edge {best.zeta:.12g} known to {err:.2g} only",
+        partial=best,
+    )
