@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -41,8 +42,19 @@ def flag_of(f) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
 
+def registry_choices(name: str):
+    """The registered names of the field ``name`` (targets, activations, losses), else None."""
+    from . import ACTIVATIONS, LOSSES, TARGETS
+
+    known = {"target": TARGETS, "activation": ACTIVATIONS, "loss": LOSSES}.get(name)
+    return None if known is None else list(known)
+
+
 def _help(f) -> str:
     meta = f.metadata
+    choices = registry_choices(f.name)
+    if choices is not None:
+        return f"{meta['help']}: {' | '.join(choices)} (default {f.default})"
     if f.name == "point":
         from .points import config_point_kinds
 
@@ -72,7 +84,16 @@ def add_config_options(parser, command) -> None:
         groups[meta["group"]].add_argument(flag_of(f), **kwargs)
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="results", help="output folder (default %(default)s)")
-    out.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="print only a JSON summary on stdout (human-readable text goes to stderr)",
+    )
+    out.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bars or stage lines (bars show only when stderr is a terminal)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +128,38 @@ def flag_message(message: str) -> str:
     return message
 
 
+def check_out(out) -> pathlib.Path:
+    """``out`` as a folder that can be written, checked before any work (raises ValueError).
+
+    It may not exist yet; then its nearest existing parent must be a writable folder.
+    """
+    path = pathlib.Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out} is an existing file, not a folder; give a folder")
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"--out {out}: {parent} is a file, so the folder cannot be created")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: the folder {parent} is not writable")
+    return path
+
+
+#: what a resumable command says when it is interrupted
+RESUMABLE = {"sweep": "sweep.csv", "learn": "learn.csv"}
+
+
+def interrupted_message(command: str, out) -> str:
+    """The one line printed after Ctrl-C: what was kept and how to resume."""
+    if command in RESUMABLE:
+        return (
+            f"rmt: interrupted; the finished points are kept in {out} ({RESUMABLE[command]}): "
+            "rerun the same command to resume"
+        )
+    return "rmt: interrupted; no result files were written"
+
+
 def run_bench(which: str) -> dict:
     """Run ``benchmarks/bench_<which>.py`` of the source checkout next to the package."""
     if not BENCHMARKS.is_dir():
@@ -120,8 +173,14 @@ def run_bench(which: str) -> dict:
 
 
 def main(argv=None) -> int:
+    """Run one command; 0 on success, 2 on an error (one line on stderr), 130 on Ctrl-C.
+
+    Progress bars show only when stderr is a terminal and ``--quiet`` is not given; stage
+    lines and the closing summary go to stderr, so that ``--json`` leaves stdout to the JSON.
+    """
     configure_threads()
     args = build_parser().parse_args(argv)
+    quiet = getattr(args, "quiet", False)
     try:
         if args.command == "bench":
             summary = run_bench(args.which)
@@ -129,10 +188,16 @@ def main(argv=None) -> int:
             from . import commands
 
             config = config_from_args(args)
+            out = check_out(args.out)
             runner = getattr(commands, f"cmd_{args.command}")
-            summary = runner(config, pathlib.Path(args.out))
-    except (ValueError, TypeError, ImportError, RuntimeError) as exc:
-        print(f"rmt: error: {flag_message(str(exc))}", file=sys.stderr)
+            progress = not quiet and sys.stderr.isatty()
+            summary = runner(config, out, progress=progress, quiet=quiet)
+    except KeyboardInterrupt:
+        print(interrupted_message(args.command, getattr(args, "out", None)), file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, ImportError, RuntimeError, OSError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"rmt: error: {flag_message(message)}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
         print(json.dumps(summary, default=str))

@@ -33,6 +33,17 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def _stage(quiet: bool, text: str) -> None:
+    """A line for a stage that takes a while (silenced by ``--quiet``)."""
+    if not quiet:
+        _say(f"rmt: {text} ...")
+
+
+def _wrote(command: str, result: str, files, out) -> None:
+    """The closing one-line summary of a command: its result and the files it wrote."""
+    _say(f"rmt {command}: {result}; wrote {', '.join(sorted(files))} to {out}")
+
+
 def config_label(config: RunConfig) -> str:
     """A one-line title for the figures of ``config``."""
     return (
@@ -56,7 +67,7 @@ def _panel_summary(p) -> dict:
     }
 
 
-def cmd_spectrum(config: RunConfig, out, progress=True) -> dict:
+def cmd_spectrum(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt spectrum``: full spectra at each ``delta`` (first seed) against the theory."""
     from .experiments import spectrum_panels
     from .plotting import spectra_figure
@@ -67,6 +78,7 @@ def cmd_spectrum(config: RunConfig, out, progress=True) -> dict:
             f"got {len(config.deltas)}"
         )
     t0 = time.perf_counter()
+    _stage(quiet, f"full spectra and theory at {len(config.deltas)} delta(s), d = {config.d}")
     panels = spectrum_panels(config)
     elapsed = time.perf_counter() - t0
     out = _prepare_out(out)
@@ -76,27 +88,31 @@ def cmd_spectrum(config: RunConfig, out, progress=True) -> dict:
         for i, v in enumerate(p["eigenvalues"])
     ]
     write_table(out / "spectrum.csv", rows, ["delta", "index", "eigenvalue"])
+    _stage(quiet, "drawing the spectra figure")
     save_figure_atomic(spectra_figure(panels, config_label(config)), out / "spectra_vs_delta.png")
     summary = {"config": config.to_dict(), "panels": [_panel_summary(p) for p in panels]}
     write_json(out / "spectrum.json", summary)
     files = ["spectrum.csv", "spectra_vs_delta.png", "spectrum.json"]
     write_manifest(out, "spectrum", config, config.seeds[:1], {"wall_time_s": elapsed}, files)
+    _wrote("spectrum", f"{len(panels)} spectra", [*files, "manifest.json"], out)
     return summary
 
 
-def cmd_threshold(config: RunConfig, out, progress=True) -> dict:
+def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt threshold``: the thresholds of the configuration;
     with ``config.table`` also over the variants of :data:`rmt.experiments.TABLE_CONFIGS`."""
     from .experiments import TABLE_COLUMNS, threshold_summary, threshold_table
     from .plotting import threshold_figure
 
     if config.point == "trained":
-        return cmd_threshold_trained(config, out, progress)
+        return cmd_threshold_trained(config, out, progress, quiet)
+    _stage(quiet, "delta_pop, delta_BBP and delta_alg of the configuration")
     summary, res = threshold_summary(config)
     timings = {"wall_time_s": summary["wall_time_s"]}
     table = None
     if config.table:
         t0 = time.perf_counter()
+        _stage(quiet, "the threshold table over activations, losses and widths")
         table = threshold_table(config, progress=progress)
         timings["table_s"] = time.perf_counter() - t0
     out = _prepare_out(out)
@@ -108,26 +124,32 @@ def cmd_threshold(config: RunConfig, out, progress=True) -> dict:
     )
     if table is not None:
         write_table(out / "threshold_table.csv", table, TABLE_COLUMNS)
+        _stage(quiet, "drawing the threshold figure")
         fig = threshold_figure(table, f"{config.point} point")
         save_figure_atomic(fig, out / "threshold_table.png")
         files += ["threshold_table.csv", "threshold_table.png"]
         _say(format_threshold_table(table))
         summary["table"] = table
     write_manifest(out, "threshold", config, (), timings, files)
+    _wrote("threshold", f"delta_pop = {res.delta_pop:.4g}", [*files, "manifest.json"], out)
     return summary
 
 
-def cmd_sweep(config: RunConfig, out, progress=True) -> dict:
+def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt sweep``: theory against simulation on the grid of ``delta`` and seeds (resumable)."""
     from .experiments import prepare_point, run_sweep, sweep_theory
     from .plotting import spectra_figure, sweep_figure
 
     out = _prepare_out(out)
+    _stage(quiet, f"the {config.point} point")
     point = prepare_point(config)
+    _stage(quiet, f"{len(config.deltas)} delta x {len(config.seeds)} seed(s) at d = {config.d}")
     rows = run_sweep(config, out=out, progress=progress, point=point)
+    _stage(quiet, "theory curve, thresholds and full spectra")
     theory = sweep_theory(config, point)
     if theory.curve is not None:
         write_table(out / "theory_curve.csv", columns_table(theory.curve), list(theory.curve))
+    _stage(quiet, "drawing the figures")
     fig = sweep_figure(rows, theory.curve, theory.thresholds, config_label(config))
     save_figure_atomic(fig, out / "outliers_vs_delta.png")
     if theory.panels:
@@ -136,17 +158,19 @@ def cmd_sweep(config: RunConfig, out, progress=True) -> dict:
     _say(format_sweep_table(rows))
     bottom = [r for r in rows if r["index"] == 0]
     errs = [abs(r["eigenvalue"] - r["theory_bottom"]) for r in bottom]
+    files = sorted(p.name for p in out.iterdir())
+    _wrote("sweep", f"{len(bottom)} points", files, out)
     return {
         "config": config.to_dict(),
         "points": len(bottom),
         "thresholds": theory.thresholds,
         "max_abs_error_bottom": max(errs) if errs else None,
         "max_abs_plugin_error": max(abs(r["plugin_error"]) for r in bottom) if bottom else None,
-        "files": sorted(p.name for p in out.iterdir()),
+        "files": files,
     }
 
 
-def cmd_train(config: RunConfig, out, progress=True) -> dict:
+def cmd_train(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt train``: gradient descent with its two phases, the Hessian at the plateau ``W1``
     and the predicted escape, at the first ``delta`` and seed."""
     from .experiments import training_run
@@ -154,6 +178,7 @@ def cmd_train(config: RunConfig, out, progress=True) -> dict:
 
     out = _prepare_out(out)
     t0 = time.perf_counter()
+    _stage(quiet, f"gradient descent at delta = {config.deltas[0]:g}, d = {config.d}")
     tr = training_run(config, progress=progress)
     elapsed = time.perf_counter() - t0
     run = tr.run
@@ -181,14 +206,17 @@ def cmd_train(config: RunConfig, out, progress=True) -> dict:
     write_json(out / "train.json", summary)
     files = ["training.csv", "training.png", "train.json"]
     write_manifest(out, "train", config, config.seeds[:1], {"wall_time_s": elapsed}, files)
-    _say(
+    _wrote(
+        "train",
         f"plateau at step {run.plateau_step}, escape at {run.escape_step}, final overlap "
-        f"{summary['final_overlap']:.3f}; wrote {', '.join(files)} to {out}"
+        f"{summary['final_overlap']:.3f}",
+        [*files, "manifest.json"],
+        out,
     )
     return summary
 
 
-def cmd_learn(config: RunConfig, out, progress=True) -> dict:
+def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt learn``: gradient descent across ``delta x seeds`` (and ``config.sizes``), the
     Hessian at each plateau, and the thresholds read off the grid (resumable per ``d``)."""
     from .experiments.learning import learn_sweep
@@ -196,6 +224,7 @@ def cmd_learn(config: RunConfig, out, progress=True) -> dict:
 
     out = _prepare_out(out)
     t0 = time.perf_counter()
+    _stage(quiet, f"{len(config.deltas)} delta x {len(config.seeds)} seed(s) of gradient descent")
     res = learn_sweep(config, out, progress=progress)
     ref, grid = res["reference"], res["grid"]
     marks = {
@@ -206,6 +235,7 @@ def cmd_learn(config: RunConfig, out, progress=True) -> dict:
     }
     rows_by_d = {d: r["rows"] for d, r in res["by_d"].items()}
     label = config_label(replace(config, point="trained"))
+    _stage(quiet, "drawing the figures")
     figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], marks, label)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
@@ -224,7 +254,7 @@ def cmd_learn(config: RunConfig, out, progress=True) -> dict:
         out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )
     _say(format_learn_summary(marks, res["per_d"]))
-    _say(f"wrote {', '.join(sorted(files))} to {out}")
+    _wrote("learn", f"{sum(summary['runs'].values())} runs", [*files, "manifest.json"], out)
     return summary
 
 
@@ -255,7 +285,7 @@ def format_threshold_value(value) -> str:
 TRAINED_BRACKET = (1.0, 8.0)
 
 
-def cmd_threshold_trained(config: RunConfig, out, progress=True) -> dict:
+def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) -> dict:
     """``rmt threshold --point trained``: ``delta_NN`` and ``delta_GD`` by bisection on
     simulations (over ``config.seeds`` at ``config.d`` and each of ``config.sizes``), next to
     ``delta_pop`` and ``delta_alg``.  The range is ``[min, max]`` of ``--delta`` when it gives
@@ -265,7 +295,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True) -> dict:
     lo, hi = (min(config.deltas), max(config.deltas)) if len(config.deltas) > 1 else TRAINED_BRACKET
     out = _prepare_out(out)
     t0 = time.perf_counter()
-    say = _say if progress else None
+    say = None if quiet else _say
     per_d, runs = {}, []
     for d in (config.d, *config.sizes):
         cfg = replace(config, d=int(d), sizes=())
@@ -297,7 +327,31 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True) -> dict:
     for key in ("delta_nn", "delta_gd"):
         lo_i, hi_i = main[key]["interval"]
         _say(f"  {key} interval at d = {config.d}: [{lo_i:.3g}, {hi_i:.3g}]")
+    if config.table:
+        from .experiments.learning import TRAINED_TABLE_COLUMNS, trained_threshold_table
+
+        table = trained_threshold_table(config, lo, hi, progress=say)
+        write_table(out / "threshold_table.csv", table, TRAINED_TABLE_COLUMNS)
+        files.append("threshold_table.csv")
+        summary["table"] = table
+        _say(format_trained_table(table))
     write_manifest(
-        out, "threshold", config, config.seeds, {"wall_time_s": summary["wall_time_s"]}, files
+        out, "threshold", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )
+    _wrote("threshold", f"{len(runs)} runs", [*files, "manifest.json"], out)
     return summary
+
+
+def format_trained_table(rows) -> str:
+    """The trained-point thresholds of a table, with their intervals, for the terminal."""
+    head = f"{'configuration':<40} {'delta_NN [interval]':>22} {'delta_GD [interval]':>22} "
+    lines = [head + f"{'delta_pop':>9} {'delta_alg':>9}"]
+    for r in rows:
+        label = f"{r['target']}, {r['activation']}/{r['loss']}, m={r['width']}, d={r['d']}"
+        cells = [
+            f"{format_threshold_value(r[k])} [{r[k + '_lo']:.3g}, {r[k + '_hi']:.3g}]"
+            for k in ("delta_nn", "delta_gd")
+        ]
+        pop = format_threshold_value(r["delta_pop"])
+        lines.append(f"{label:<40} {cells[0]:>22} {cells[1]:>22} {pop:>9} {r['delta_alg']:>9.3g}")
+    return "\n".join(lines)

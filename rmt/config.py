@@ -69,10 +69,18 @@ def parse_deltas(spec) -> tuple[float, ...]:
                 parts = text.split(":")
                 if len(parts) != 3:
                     raise ValueError
-                values = np.linspace(float(parts[0]), float(parts[1]), int(parts[2]))
+                num = int(parts[2])
+                if num < 1:
+                    raise ValueError(
+                        f"deltas range 'start:stop:num' gives num values from start to stop "
+                        f"inclusive: num must be >= 1; got {spec!r}"
+                    )
+                values = np.linspace(float(parts[0]), float(parts[1]), num)
             else:
                 values = [float(p) for p in text.split(",") if p.strip()]
-        except ValueError:
+        except ValueError as exc:
+            if "num must be" in str(exc):
+                raise
             raise ValueError(
                 f"deltas must be a number, a list '1,2,4' or a range 'start:stop:num'; got {spec!r}"
             ) from None
@@ -114,7 +122,8 @@ class RunConfig:
     d: int = option(1000, "dimension", group="sizes")
     deltas: tuple = option(
         (2.0,),
-        "n/d: a value, a list '1,2,4' or a range 'start:stop:num'",
+        "n/d: a value, a list '1,2,4' or a range 'start:stop:num' (num values from start to "
+        "stop, both included, as numpy.linspace)",
         group="sizes",
         flag="--delta",
         cli_type=str,
@@ -149,10 +158,11 @@ class RunConfig:
         to_field=parse_sizes,
         shown="none",
     )
-    max_delta: float = option(64.0, "search delta_NN up to this delta", ("threshold",), "search")
+    max_delta: float = option(64.0, "search delta_pop up to this delta", ("threshold",), "search")
     table: bool = option(
         False,
-        "also tabulate delta_NN/delta_alg over activations, losses and widths",
+        "also tabulate the thresholds over activations, losses and widths (with --point trained: "
+        "delta_NN and delta_GD by simulation over the configurations of issue 13)",
         ("threshold",),
         "search",
     )

@@ -89,6 +89,9 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
         After every other task has finished, if some tasks raised on their last attempt.
     ImportError
         If ``scheduler`` is not ``None`` and dask.distributed is not installed.
+    ConnectionError
+        If ``scheduler`` is an address that is malformed or where no scheduler answers (before
+        any task ran).
     """
     tasks = [tuple(t) for t in tasks]
     if not callable(func):
@@ -103,13 +106,26 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
         if scheduler is None:
             results, failures = _run_serial(func, tasks, on_result, bar)
         else:
-            with connect(scheduler) as client:
+            with contextlib.ExitStack() as stack:
+                client = _enter_client(stack, scheduler)
                 results, failures = _run_on_client(client, func, tasks, on_result, retries, bar)
     finally:
         bar.close()
     if failures:
         raise TasksFailedError(failures)
     return results
+
+
+def _enter_client(stack, scheduler):
+    """The client of :func:`connect`, entered on ``stack``; an address that cannot be reached
+    (malformed, or no scheduler answering) is a one-line ``ConnectionError``."""
+    try:
+        return stack.enter_context(connect(scheduler))
+    except (OSError, ValueError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConnectionError(
+            f"cannot reach the Dask scheduler at {scheduler!r}: {message}"
+        ) from None
 
 
 def _progress_bar(total, enabled):

@@ -95,3 +95,18 @@ class ResumableCSV:
             os.replace(target, self.path)
         self.rows.extend(rows)
         self.done.update(self.key_of(r) for r in rows)
+
+    def sort(self) -> None:
+        """Rewrite the file with its rows sorted by the key, atomically (a finished run)."""
+        if not self.rows:
+            return
+        self.rows.sort(key=self.key_of)
+        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=self.columns)
+            writer.writeheader()
+            for row in self.rows:
+                writer.writerow({c: _format(row.get(c)) for c in self.columns})
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)

@@ -55,7 +55,7 @@ def test_learn_command_writes_tables_figures_and_grows(tmp_path):
     cfg = rmt.RunConfig(d=60, deltas=(1.0, 6.0), seeds=(0,), train_steps=500, point="trained")
     summary = commands.cmd_learn(cfg, tmp_path, progress=False)
     rows = read_table(tmp_path / "d60" / "learn.csv")
-    assert [(r["delta"], r["seed"]) for r in rows] == [(6.0, 0), (1.0, 0)]  # largest first
+    assert [(r["delta"], r["seed"]) for r in rows] == [(1.0, 0), (6.0, 0)]  # sorted when done
     for name in ("learning_transition.png", "learning_curves.png", "hessian_at_plateau.png"):
         assert (tmp_path / name).stat().st_size > 10_000
     manifest = json.loads((tmp_path / "manifest.json").read_text())
@@ -80,3 +80,21 @@ def test_trained_delta_nn_agrees_with_the_learning_transition():
     assert nn.delta > 1.2 and gd.delta > 1.2
     # the intervals overlap: the network learns Theta* where the Hessian at W1 has the outlier
     assert nn.interval[0] <= gd.interval[1] and gd.interval[0] <= nn.interval[1]
+
+
+def test_trained_threshold_table_rows_carry_every_threshold(tmp_path):
+    from rmt.experiments.learning import trained_threshold_table
+
+    base = rmt.RunConfig(d=60, seeds=(0,), train_steps=400, point="trained")
+    rows = trained_threshold_table(base, 1.0, 8.0, variants=[dict(width=1)])
+    (row,) = rows
+    assert row["width"] == 1 and row["d"] == 60 and row["seeds"] == 1
+    # whatever the bisection found, a number comes with an interval that contains it
+    for key in ("delta_nn", "delta_gd"):
+        if np.isfinite(row[key]):
+            assert row[f"{key}_lo"] <= row[key] <= row[f"{key}_hi"]
+    # the reference columns belong to the variant's width (m = 1), not the base's (m = 2)
+    net1 = rmt.TwoLayerNet(1, activation="softplus", loss="huber")
+    ref = rmt.population_threshold(rmt.MultiIndexModel("phase_retrieval"), net1)
+    assert row["delta_pop"] == pytest.approx(ref.delta_pop, rel=1e-9)
+    assert row["delta_alg"] == pytest.approx(0.5, abs=1e-9)

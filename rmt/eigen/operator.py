@@ -1,4 +1,5 @@
-"""Uniform access to the kinds of input: a ``SymmetricOperator``, a ``LinearOperator``, ndarray.
+"""Uniform access to the kinds of input: a ``SymmetricOperator``, a ``LinearOperator``, an
+ndarray or a scipy sparse matrix (checked for symmetry exactly, multiplied in its sparse form).
 
 An operator that declares ``symmetric = True`` (every :class:`rmt.operator.SymmetricOperator`:
 ``rmt.Hessian``, ``rmt.StreamingHessian``, ``rmt.DistributedHessian``) is trusted, and its
@@ -9,6 +10,7 @@ probed for symmetry on a random pair of vectors.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 from scipy.sparse.linalg import LinearOperator
 
 from ..operator import SymmetricOperator
@@ -52,6 +54,21 @@ class CountingOperator(SymmetricOperator):
         return 0.5 * (dense + dense.T)
 
 
+class SparseSymmetric(SymmetricOperator):
+    """A checked symmetric scipy sparse matrix (CSR, float64) as a :class:`SymmetricOperator`;
+    ``to_dense()`` is ``toarray()``."""
+
+    def __init__(self, A):
+        super().__init__(A.shape)
+        self.matrix = scipy.sparse.csr_matrix(A, dtype=np.float64)
+
+    def _matmat(self, V):
+        return np.asarray(self.matrix @ V)
+
+    def to_dense(self) -> np.ndarray:
+        return self.matrix.toarray()
+
+
 def check_operator(A, rng, name: str = "A"):
     """Validate ``A`` (square, real, symmetric) and return it in a multipliable form.
 
@@ -61,6 +78,8 @@ def check_operator(A, rng, name: str = "A"):
     """
     if isinstance(A, np.ndarray):
         return _check_dense(A, name)
+    if scipy.sparse.issparse(A):
+        return _check_sparse(A, name)
     if isinstance(A, LinearOperator):
         _check_square(A.shape, name)
         if np.dtype(A.dtype).kind not in "fiu":
@@ -69,7 +88,8 @@ def check_operator(A, rng, name: str = "A"):
             _check_symmetric_operator(A, rng, name)
         return A
     raise TypeError(
-        f"{name} must be an rmt.Hessian, a scipy LinearOperator or a dense ndarray; "
+        f"{name} must be an rmt.Hessian, a scipy LinearOperator, a scipy sparse matrix or a "
+        "dense ndarray; "
         f"got {type(A).__name__}"
     )
 
@@ -93,6 +113,25 @@ def _check_dense(A, name):
             f"{name} must be symmetric; max |A - A^T| = {asym:.3e} against max |A| = {scale:.3e}"
         )
     return A
+
+
+def _check_sparse(A, name):
+    """A scipy sparse matrix: real, square, finite and exactly symmetric (up to 1e-12 of its
+    largest entry, as for dense input)."""
+    if A.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be a real sparse matrix; got dtype {A.dtype}")
+    _check_square(A.shape, name)
+    A = scipy.sparse.csr_matrix(A, dtype=np.float64)
+    if not np.all(np.isfinite(A.data)):
+        raise ValueError(f"{name} must be finite")
+    scale = float(np.max(np.abs(A.data), initial=0.0))
+    diff = (A - A.T).tocsr()
+    asym = float(np.max(np.abs(diff.data), initial=0.0))
+    if asym > 1e-12 * max(scale, np.finfo(float).tiny):
+        raise ValueError(
+            f"{name} must be symmetric; max |A - A^T| = {asym:.3e} against max |A| = {scale:.3e}"
+        )
+    return SparseSymmetric(A)
 
 
 def _check_symmetric_operator(A, rng, name):

@@ -35,8 +35,10 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
 
     Parameters
     ----------
-    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator or ndarray
-        Symmetric, float64.  A dense array is checked for symmetry exactly; an operator whose
+    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator, ndarray
+        or scipy sparse matrix
+        Symmetric, float64.  A dense array or a sparse matrix is checked for symmetry exactly
+        (a sparse one is multiplied in its sparse form); an operator whose
         ``symmetric`` flag is ``True`` is trusted; any other operator is checked on a random
         pair of vectors (two products, not counted).
     k : int
@@ -144,10 +146,24 @@ def _verify(op, values, vectors, norm_est, tol, method, start, k, products=None)
         return result(keep)
     raise NoConvergenceError(
         f"{method}: {int(np.sum(converged))} of {k} eigenpairs met tol={tol:g} * "
-        f"||A||_est={scale:.3e} after {op.n_matvec} products; largest residual "
-        f"{float(np.max(residuals)) if residuals.size else np.nan:.3e}",
+        f"||A||_est={scale:.3e} after {op.n_matvec} products; {_residual_note(residuals, k)}",
         result(keep),
     )
+
+
+def _residual_note(residuals, k) -> str:
+    """What the residuals of a failed solve say, never "nan": how many pairs the solver
+    returned, the largest finite residual, and how many were not finite."""
+    residuals = np.asarray(residuals, float)
+    finite = residuals[np.isfinite(residuals)]
+    if not residuals.size:
+        return f"the solver returned no candidate pairs (of {k})"
+    note = f"{residuals.size} candidate pair(s) returned"
+    if finite.size:
+        note += f", largest residual {float(np.max(finite)):.3e}"
+    if finite.size < residuals.size:
+        note += f", {residuals.size - finite.size} with a non-finite residual"
+    return note
 
 
 def _default_ncv(k, block, N):

@@ -355,7 +355,7 @@ def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
     done = {(r["delta"], r["seed"]) for r in got["row"]}
     tasks = [(config, x, s) for x in config.deltas for s in config.seeds if (x, s) not in done]
     tasks.sort(key=lambda t: -config.n_of(t[1]))
-    started = time.perf_counter()
+    started, new = time.perf_counter(), []
 
     def on_result(task, result):
         for key in ("curves", "eigs", "row"):  # the run's row last: it marks the run done
@@ -363,6 +363,7 @@ def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
             got[key].extend(part)
             if tables:
                 tables[key].append(part)
+        new.append(task)
 
     status = "interrupted"
     try:
@@ -370,8 +371,12 @@ def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
             learn_point, tasks, scheduler=scheduler, on_result=on_result, progress=progress
         )
         status = "complete"
+        for table in (tables or {}).values():
+            table.sort()  # a finished sweep's tables are sorted by their keys
     finally:
-        if tables:
+        # a run that stopped before its first point (a scheduler that cannot be reached, an
+        # early Ctrl-C) leaves the folder as it was: no manifest of a run that never ran
+        if tables and (status == "complete" or new):
             files = ["learn.csv", "learn_eigs.csv", "learning_curves.csv"]
             timings = {"wall_time_s": time.perf_counter() - started}
             write_manifest(out, "learn", config, config.seeds, timings, files, status=status)
@@ -431,3 +436,42 @@ def learn_sweep(config, out=None, progress=True) -> dict:
         for d, r in by_d.items()
     }
     return {"by_d": by_d, "grid": grid, "per_d": per_d, "reference": reference_thresholds(config)}
+
+
+#: the configurations of ``rmt threshold --point trained --table`` (issue 13's coverage)
+TRAINED_TABLE_CONFIGS = [
+    dict(target="phase_retrieval", activation="softplus", loss="huber", width=1),
+    dict(target="phase_retrieval", activation="softplus", loss="huber", width=2),
+    dict(target="phase_retrieval", activation="softplus", loss="huber", width=3),
+    dict(target="abs", activation="softplus", loss="huber", width=1),
+    dict(target="abs", activation="softplus", loss="huber", width=2),
+    dict(target="abs", activation="softplus", loss="huber", width=3),
+    dict(target="phase_retrieval", activation="quadratic", loss="huber", width=2),
+    dict(target="phase_retrieval", activation="erf", loss="huber", width=2),
+]
+TRAINED_TABLE_COLUMNS = [
+    "target", "activation", "loss", "width", "d", "seeds",
+    "delta_nn", "delta_nn_lo", "delta_nn_hi", "delta_gd", "delta_gd_lo", "delta_gd_hi",
+    "delta_pop", "delta_alg", "seconds",
+]  # fmt: skip
+
+
+def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[dict]:
+    """``delta_NN``, ``delta_GD`` (with intervals), ``delta_pop`` and ``delta_alg`` for each
+    variant (a dict of ``RunConfig`` fields replaced in ``base``), at ``base.d`` and seeds."""
+    from dataclasses import replace
+
+    rows = []
+    for v in TRAINED_TABLE_CONFIGS if variants is None else variants:
+        cfg = replace(base, **v)
+        t0 = time.perf_counter()
+        res = trained_thresholds(cfg, lo, hi, progress=progress)
+        ref = reference_thresholds(cfg)
+        row = {k: getattr(cfg, k) for k in ("target", "activation", "loss", "width", "d")}
+        row["seeds"] = len(cfg.seeds)
+        for key in ("delta_nn", "delta_gd"):
+            est = res[key]
+            row.update({key: est.delta, f"{key}_lo": est.interval[0], f"{key}_hi": est.interval[1]})
+        row.update(delta_pop=ref["delta_pop"], delta_alg=ref["delta_alg"])
+        rows.append({**row, "seconds": time.perf_counter() - t0})
+    return rows

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import RunConfig
-from ..output import timestamp, to_jsonable, write_manifest
+from ..output import timestamp, to_jsonable, write_json, write_manifest
 from ..tables import ResumableCSV
 from .simulation import prepare_point, simulate_point
 from .spectra import DENSE_LIMIT, spectrum_panel
@@ -48,6 +48,33 @@ SWEEP_COLUMNS = [
     "time_theory_s",
 ]
 SWEEP_KEY = ("delta", "seed", "index")
+#: the column dictionary of sweep.csv, written beside it as columns.json.  An empty cell is a
+#: value that does not exist (no predicted outlier at this index); nan is never written for it
+SWEEP_COLUMN_DOCS = {
+    "delta": "sample ratio n/d",
+    "seed": "run seed; the data are drawn from default_rng([seed, round(1e6 delta)])",
+    "index": "0 for the smallest eigenvalue, 1 for the next, ...",
+    "n": "number of samples",
+    "d": "dimension",
+    "point": "kind of post-first-phase point W (population, trained, zero, given)",
+    "eigenvalue": "index-th smallest eigenvalue of the simulated Hessian at W",
+    "overlap_theta": "overlap of its eigenvector with Theta* (rmt.overlaps), in [0, 1]",
+    "residual": "||H v - lambda v|| of the returned pair",
+    "n_matvec": "Hessian-vector products of the eigensolver",
+    "theory_edge_lo": "left bulk edge of the Gaussian law at W (docs/theory.md section 4)",
+    "theory_edge_hi": "right bulk edge of the Gaussian law at W (inf when D is unbounded above)",
+    "theory_outlier": "index-th predicted outlier left of the bulk; empty when there is none",
+    "theory_overlap_theta": "its predicted Theta* overlap; empty when there is no outlier",
+    "theory_bottom": "predicted smallest eigenvalue: the first outlier, else the left edge",
+    "plugin_edge_lo": "left bulk edge of the plug-in law of the sample (section 6)",
+    "plugin_outlier": "index-th plug-in outlier; empty when there is none",
+    "plugin_overlap_theta": "its plug-in Theta* overlap; empty when there is no outlier",
+    "plugin_bottom": "plug-in smallest eigenvalue",
+    "plugin_error": "eigenvalue at index 0 minus plugin_bottom",
+    "time_point_s": "seconds to sample the data and build W and the Hessian",
+    "time_eigs_s": "seconds of the eigensolver and the overlaps",
+    "time_theory_s": "seconds of the two predictions",
+}
 
 
 def _theory_pair(config, sim, delta):
@@ -146,9 +173,11 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=
         point = prepare_point(config)
     tasks = [t + (point,) for t in tasks]
     rows = list(table.rows) if table else []
+    new = []
 
     def on_result(task, result):
         rows.extend(result)
+        new.append(task)
         if table:
             table.append(result)
 
@@ -158,19 +187,29 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=
             run_point, tasks, scheduler=scheduler, on_result=on_result, progress=progress
         )
         status = "complete"
-    finally:
         if table:
+            table.sort()
+    finally:
+        # a run that stopped before its first point (a scheduler that cannot be reached, an
+        # early Ctrl-C) leaves the folder as it was: no manifest of a run that never ran
+        if table and (status == "complete" or new):
             extra = dict(status=status, started=start_time, new_points=len(tasks))
             extra.update(scheduler=None if scheduler is None else str(scheduler))
             extra.update(points_done=len({(r["delta"], r["seed"]) for r in rows}))
             extra.update(point=None if point is None else to_jsonable(point.describe()))
             timings = {"wall_time_s": time.perf_counter() - started}
-            write_manifest(out, "sweep", config, config.seeds, timings, ["sweep.csv"], **extra)
+            files = ["sweep.csv", "columns.json"]
+            write_manifest(out, "sweep", config, config.seeds, timings, files, **extra)
     return sorted(rows, key=lambda r: (r["delta"], r["seed"], r["index"]))
 
 
 def _open_table(config, out):
-    """The resumable table in ``out``; refuses a folder that holds another sweep."""
+    """The resumable table in ``out``, with its column dictionary ``columns.json``.
+
+    A folder that holds a sweep of the same configuration grows: other deltas and seeds add
+    points.  A sweep that differs in any other field that can change a result is refused, and
+    the message names those fields.
+    """
     if out is None:
         return None
     out = pathlib.Path(out)
@@ -178,10 +217,17 @@ def _open_table(config, out):
     table = ResumableCSV(out / "sweep.csv", SWEEP_COLUMNS, SWEEP_KEY)
     manifest = out / "manifest.json"
     if manifest.exists() and table.rows:
-        old = json.loads(manifest.read_text()).get("config")
+        old = json.loads(manifest.read_text()).get("config") or {}
         new = to_jsonable(config.to_dict("sweep"))
-        if old is None or {k: old.get(k) for k in new} != new:
-            raise ValueError(f"{out} holds a sweep of another configuration; use another out")
+        grows = ("deltas", "seeds")
+        differ = sorted(k for k in new if k not in grows and old.get(k) != new[k])
+        if differ:
+            raise ValueError(
+                f"{out} holds a sweep of another configuration (differs in: "
+                f"{', '.join(differ)}); use another out"
+            )
+    if not (out / "columns.json").exists():
+        write_json(out / "columns.json", SWEEP_COLUMN_DOCS)
     return table
 
 
