@@ -5,11 +5,16 @@ experiment returned, and returns the figure (save it with :func:`save_figure` or
 
 Matplotlib is imported lazily, inside :func:`new_figure`, which builds figures without pyplot;
 the drawing functions only call methods of the Axes they are given.
+
+Layout: a figure's legend sits in one place, outside every Axes (below them), so that it covers
+no data; the ``plot_*`` functions put theirs outside their Axes too, or leave it to the figure
+(``legend=False``).  Titles are wrapped to the width of the figure, so they are never clipped.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -37,15 +42,52 @@ def new_figure(nrows=1, ncols=1, width=5.0, height=3.6, **kwargs):
     safe inside notebooks); save it with :func:`save_figure`."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width * ncols, height * nrows))
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kwargs)
     return fig, axes
 
 
 def save_figure(fig, path) -> None:
-    """Save as PNG at a readable resolution."""
-    fig.tight_layout()
+    """Save as PNG at a readable resolution (a figure without a layout engine is tightened)."""
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=130)
+
+
+def set_title(fig, title, fontsize=10) -> None:
+    """The figure's title, wrapped at spaces to the width of the figure (never clipped)."""
+    if not title:
+        return
+    width_pt = 72.0 * fig.get_figwidth()
+    chars = max(20, int(0.92 * width_pt / (0.62 * fontsize)))  # a generous average glyph width
+    fig.suptitle(textwrap.fill(str(title), chars, break_on_hyphens=False), fontsize=fontsize)
+
+
+def figure_legend(fig, axes, fontsize=7, ncols=None):
+    """One legend for the whole figure, below all its Axes (constrained layout keeps room for
+    it), with each label once, in the order of first appearance; returns it (None if empty)."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if not handles:
+        return None
+    if ncols is None:
+        per_col = max(1, int(fig.get_figwidth() / 2.6))  # about 2.6 inches a column
+        ncols = min(len(handles), per_col)
+    return fig.legend(
+        handles, labels, loc="outside lower center", ncols=ncols, fontsize=fontsize, frameon=False
+    )
+
+
+def _axes_legend(ax, fontsize=7):
+    """A legend of one Axes, outside it on the right (it covers none of the Axes' data)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
 
 
 def plot_spectrum(
@@ -58,6 +100,7 @@ def plot_spectrum(
     title=None,
     atom_tol=1e-9,
     density_label="predicted density",
+    legend=True,
 ):
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
@@ -66,7 +109,8 @@ def plot_spectrum(
     ``outliers`` are predicted values (red triangles) and ``sim_outliers`` empirical extreme
     eigenvalues (dark crosses).  Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the
     atom: they are left out of the histogram (which keeps the normalisation of the whole
-    spectrum, like ``rho``) and their fraction is written on the plot.
+    spectrum, like ``rho``) and their fraction is written on the plot.  With ``legend`` the
+    legend is drawn outside the Axes; figures pass False and draw one for all panels.
     """
     ev = np.asarray(eigenvalues, dtype=float)
     at_zero = np.abs(ev) <= atom_tol * np.max(np.abs(ev))
@@ -91,9 +135,10 @@ def plot_spectrum(
         )
     if density is not None:
         ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label=density_label)
-    for e in edges if edges is not None else ():
-        if np.isfinite(e):
-            ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--")
+    finite_edges = [e for e in (edges if edges is not None else ()) if np.isfinite(e)]
+    for i, e in enumerate(finite_edges):
+        label = "predicted bulk edges" if i == 0 else None
+        ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--", label=label)
     ymax = ax.get_ylim()[1]
     if outliers is not None and len(outliers):
         ax.plot(
@@ -117,6 +162,8 @@ def plot_spectrum(
     ax.set_ylabel("density")
     if title:
         ax.set_title(title, fontsize=10)
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
@@ -143,7 +190,7 @@ def summarize_by_delta(rows, column, index=0):
     return deltas, mean, std
 
 
-def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None):
+def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=True):
     """Bottom eigenvalue against ``delta``: simulation (mean +- sd over seeds), theory, edge."""
     dl, mean, std = summarize_by_delta(rows, "eigenvalue")
     ax.errorbar(
@@ -164,58 +211,128 @@ def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None):
     mark_thresholds(ax, thresholds or {})
     ax.set_xlabel(r"$\delta = n/d$")
     ax.set_ylabel("smallest eigenvalue")
-    ax.legend(fontsize=7)
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
-def plot_overlap(ax, rows, theory_curve=None, thresholds=None):
+def plot_overlap(ax, rows, theory_curve=None, thresholds=None, legend=True):
     """Squared overlap of the bottom eigenvector with ``Theta*`` against ``delta``."""
     dl, mean, std = summarize_by_delta(rows, "overlap_theta")
-    ax.errorbar(dl, mean, yerr=std, fmt="o", color=SIM_COLOR, ms=4, capsize=3, label="simulation")
+    ax.errorbar(
+        dl,
+        mean,
+        yerr=std,
+        fmt="o",
+        color=SIM_COLOR,
+        ms=4,
+        capsize=3,
+        label="simulation: overlap of the bottom eigenvector",
+    )
     if theory_curve is not None:
         ax.plot(
             theory_curve["delta"],
             theory_curve["overlap_theta"],
             color=THEORY_COLOR,
             lw=1.6,
-            label="prediction",
+            label="predicted overlap",
         )
     mark_thresholds(ax, thresholds or {})
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(r"$\delta = n/d$")
     ax.set_ylabel(r"squared overlap with $\Theta^*$")
-    ax.legend(fontsize=7)
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
-def plot_threshold_chart(ax, entries):
-    """Bars of ``delta_pop / delta_alg`` per configuration; infinite ones are labelled as such.
+#: how a row of a threshold table ended: a transition, none, or a failure of the solver
+THRESHOLD_STATUSES = ("found", "none", "failed")
+FAILED_COLOR = "#c0392b"
 
-    ``entries`` is a list of dicts with ``label``, ``delta_pop``, ``delta_alg`` and ``reason``.
+
+def threshold_status(row) -> str:
+    """The ``status`` of a threshold-table row; rows without one (older tables) get it from
+    their values: a finite ``delta_pop`` is "found", NaN or an unconverged row "failed" and an
+    infinite one "none"."""
+    status = row.get("status")
+    if status is not None:
+        if status not in THRESHOLD_STATUSES:
+            raise ValueError(f"status must be one of {THRESHOLD_STATUSES}; got {status!r}")
+        return status
+    value = _as_float(row.get("delta_pop"))
+    if np.isfinite(value):
+        return "found"
+    if np.isnan(value) or row.get("converged") is False:
+        return "failed"
+    return "none"
+
+
+def _as_float(value) -> float:
+    """A table cell as a float: NaN for an empty cell (``None`` or ``""``)."""
+    return np.nan if value is None or value == "" else float(value)
+
+
+def plot_threshold_chart(ax, entries, legend=True):
+    """Bars of ``delta_pop / delta_alg`` for the configurations with a transition; the others
+    are written as text in their row, not drawn as bars: "no transition" (with its reason) in
+    black, "solver failed" in red.  The line at 1 (``delta_pop = delta_alg``) is in the legend.
+
+    ``entries`` is a list of dicts with ``label``, ``delta_pop``, ``delta_alg``, ``reason`` and
+    optionally ``status`` (:func:`threshold_status` derives a missing one).
     """
-    labels = [e["label"] for e in entries]
-    ratios = [e["delta_pop"] / e["delta_alg"] for e in entries]
-    finite = [r for r in ratios if np.isfinite(r)]
-    cap = 1.15 * max(finite) if finite else 2.0
-    heights = [r if np.isfinite(r) else cap for r in ratios]
-    colors = [SIM_COLOR if np.isfinite(r) else "0.8" for r in ratios]
     y = np.arange(len(entries))
-    ax.barh(y, heights, color=colors)
-    for yi, r, e in zip(y, ratios, entries):
-        text = f"{r:.2f}" if np.isfinite(r) else f"no transition: {_short_reason(e['reason'])}"
+    status = [threshold_status(e) for e in entries]
+    ratios = [
+        _as_float(e["delta_pop"]) / _as_float(e["delta_alg"]) if st == "found" else np.nan
+        for e, st in zip(entries, status)
+    ]
+    finite = [r for r in ratios if np.isfinite(r)]
+    xmax = 1.25 * max(finite + [1.0])
+    ax.set_xlim(0.0, xmax)
+    bars = [(yi, r) for yi, r in zip(y, ratios) if np.isfinite(r)]
+    if bars:
+        ax.barh(
+            [b[0] for b in bars],
+            [b[1] for b in bars],
+            color=SIM_COLOR,
+            height=0.6,
+            label=r"$\delta_{pop} / \delta_{alg}$ (a transition was found)",
+        )
+    ax.axvline(
+        1.0,
+        color=MARKS["delta_alg"][0],
+        ls=":",
+        lw=1.2,
+        label=r"ratio 1: $\delta_{pop} = \delta_{alg}$ (as good as spectral methods)",
+    )
+    for yi, r, e, st in zip(y, ratios, entries, status):
+        if np.isfinite(r):
+            ax.text(r + 0.01 * xmax, yi, f"{r:.2f}", va="center", fontsize=7)
+            continue
+        if st == "failed":
+            text, color, weight = "solver failed: no result", FAILED_COLOR, "bold"
+        elif st == "none":
+            text, color, weight = f"no transition: {_short_reason(e['reason'])}", "black", "normal"
+        else:  # found, but the ratio is not a number (delta_alg infinite or 0)
+            text, color, weight = f"delta_pop = {e['delta_pop']:.3g}, no ratio", "black", "normal"
         ax.text(
-            0.02 * cap,
+            0.01 * xmax,
             yi,
             text,
             va="center",
             fontsize=7,
-            color="white" if np.isfinite(r) else "black",
+            color=color,
+            weight=weight,
+            style="italic",
+            bbox=dict(fc="white", ec="none", pad=0.3),
         )
-    ax.axvline(1.0, color=MARKS["delta_alg"][0], ls=":", lw=1.2)
     ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_yticklabels([e["label"] for e in entries], fontsize=7)
+    ax.set_ylim(len(entries) - 0.5, -0.5)  # first entry on top
     ax.set_xlabel(r"$\delta_{pop} / \delta_{alg}$ (population point)")
-    ax.invert_yaxis()  # first entry on top
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
@@ -232,7 +349,7 @@ def _short_reason(reason: str) -> str:
     return "none in the searched range"
 
 
-def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None):
+def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None, legend=True):
     """Train and test loss, gradient norm and ``Theta*`` overlap against steps, on three axes,
     with the plateau (end of the first phase), the escape and the predicted escape marked."""
     ax_loss, ax_grad, ax_overlap = axes
@@ -256,10 +373,9 @@ def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None
         for value, color, style, label in marks:
             if value is not None and np.isfinite(value):
                 ax.axvline(value, color=color, ls=style, lw=1.2, label=label)
-    ax_loss.legend(fontsize=7, loc="best")
-    handles = [h for h in ax_overlap.get_lines()[1:]]
-    if handles:
-        ax_overlap.legend(handles=handles, fontsize=7, loc="center right")
+    if legend:
+        _axes_legend(ax_loss)
+        _axes_legend(ax_overlap)
     return axes
 
 
@@ -278,25 +394,27 @@ def spectra_figure(panels, title=""):
             outliers=p.get("outliers"),
             sim_outliers=p["eigenvalues"][:2],
             title=rf"$\delta$ = {p['delta']:g}",
-            density_label="predicted density (η = 2 grid steps)",
+            density_label="predicted density (smoothed to the plot's resolution)",
+            legend=False,
         )
-    axes[0][-1].legend(fontsize=6, loc="upper right")  # the last panel: no atom note there
-    if title:
-        fig.suptitle(title, fontsize=10)
+    figure_legend(fig, axes)
+    set_title(fig, title, fontsize=10)
     return fig
 
 
 def sweep_figure(rows, curve=None, thresholds=None, title=""):
     """Bottom eigenvalue and overlap against ``delta``: sweep rows next to the prediction."""
     fig, axes = new_figure(1, 2, width=5.0, height=3.6)
-    plot_outlier_location(axes[0][0], rows, curve, thresholds)
-    plot_overlap(axes[0][1], rows, curve, thresholds)
-    fig.suptitle(title, fontsize=10)
+    plot_outlier_location(axes[0][0], rows, curve, thresholds, legend=False)
+    plot_overlap(axes[0][1], rows, curve, thresholds, legend=False)
+    figure_legend(fig, axes)
+    set_title(fig, title, fontsize=10)
     return fig
 
 
 def threshold_figure(rows, title=""):
-    """The chart of ``delta_pop / delta_alg`` for the rows of a threshold table."""
+    """The chart of ``delta_pop / delta_alg`` for the rows of a threshold table
+    (:func:`plot_threshold_chart`), with the legend and a caption below it."""
     from .output import variant_label
 
     entries = [
@@ -305,11 +423,13 @@ def threshold_figure(rows, title=""):
             "delta_pop": r["delta_pop"],
             "delta_alg": r["delta_alg"],
             "reason": r["reason"],
+            "status": threshold_status(r),
         }
         for r in rows
     ]
-    fig, axes = new_figure(1, 1, width=6.5, height=0.45 * len(rows) + 1.2)
-    plot_threshold_chart(axes[0][0], entries)
+    fig, axes = new_figure(1, 1, width=6.5, height=0.45 * len(rows) + 1.9)
+    plot_threshold_chart(axes[0][0], entries, legend=False)
+    figure_legend(fig, axes, ncols=1)
     if title:
         axes[0][0].set_title(title, fontsize=10)
     return fig
@@ -318,8 +438,9 @@ def threshold_figure(rows, title=""):
 def training_figure(curves, predicted_escape=None, plateau=None, escape=None, title=""):
     """Loss, gradient norm and overlap against steps (:func:`plot_training`) side by side."""
     fig, axes = new_figure(1, 3, width=4.0, height=3.2)
-    plot_training(axes[0], curves, predicted_escape, plateau, escape)
-    fig.suptitle(title, fontsize=9)
+    plot_training(axes[0], curves, predicted_escape, plateau, escape, legend=False)
+    figure_legend(fig, axes)
+    set_title(fig, title, fontsize=9)
     return fig
 
 
@@ -327,6 +448,11 @@ def _log_delta_axis(ax):
     """A log-scaled ``delta`` axis with plain numbers as tick labels."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+    x0, x1 = ax.dataLim.intervalx
+    if not (np.isfinite(x0) and np.isfinite(x1) and x0 > 0):
+        return ax  # nothing plotted yet (e.g. no run reached a plateau): keep a linear axis
+    if x1 / x0 < 1.5:
+        ax.set_xlim(x0 / 1.25, x1 * 1.25)  # one delta: give the log axis some room
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -345,7 +471,7 @@ def _by_delta(rows, column):
     return x, np.array([np.mean(table[v]) for v in x]), np.array([np.std(table[v]) for v in x])
 
 
-def plot_learning_transition(ax, rows_by_d, thresholds):
+def plot_learning_transition(ax, rows_by_d, thresholds, legend=True):
     """Final overlap with ``Theta*`` against ``delta``, one curve per ``d``, thresholds marked."""
     shades = np.linspace(0.75, 0.15, max(len(rows_by_d), 1))
     for shade, (d, rows) in zip(shades, sorted(rows_by_d.items())):
@@ -366,11 +492,12 @@ def plot_learning_transition(ax, rows_by_d, thresholds):
     ax.set_xlabel(r"$\delta = n/d$")
     ax.set_ylabel(r"final overlap with $\Theta^*$")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=6, loc="upper left")
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
-def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0):
+def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=True):
     """Test loss and overlap against steps for a few ``delta`` (one seed): the plateau and its
     growth as ``delta`` comes down towards the threshold."""
     import matplotlib.pyplot as plt
@@ -391,11 +518,12 @@ def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0):
     for ax in (ax_loss, ax_overlap):
         ax.set_xlabel("step")
     ax_overlap.set_ylim(-0.02, 1.02)
-    ax_overlap.legend(fontsize=6, loc="lower right")
+    if legend:
+        _axes_legend(ax_overlap)
     return ax_loss, ax_overlap
 
 
-def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds):
+def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True):
     """Bottom eigenvalue of the Hessian at ``W1`` and its ``Theta*`` overlap against ``delta``,
     with the cavity-corrected plug-in prediction beside them."""
     x, mean, std = _by_delta(rows, "bottom_eigenvalue")
@@ -417,22 +545,31 @@ def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds):
     ax_value.axhline(0.0, color="0.7", lw=0.8)
     x2, ov, ov_sd = _by_delta(rows, "bottom_overlap")
     ax_overlap.errorbar(
-        x2, ov, yerr=ov_sd, marker="o", ms=3, lw=0, elinewidth=1, color=SIM_COLOR, label="measured"
+        x2,
+        ov,
+        yerr=ov_sd,
+        marker="o",
+        ms=3,
+        lw=0,
+        elinewidth=1,
+        color=SIM_COLOR,
+        label="measured (Lanczos)",
     )
     xq, oq, _ = _by_delta(rows, "plugin_overlap")
-    ax_overlap.plot(xq, oq, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in outlier")
+    ax_overlap.plot(xq, oq, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in prediction")
     for ax in (ax_value, ax_overlap):
         mark_thresholds(ax, {k: v for k, v in thresholds.items() if k in ("delta_nn",)})
         _log_delta_axis(ax)
         ax.set_xlabel(r"$\delta$")
     ax_value.set_ylabel(r"bottom eigenvalue of $H(W_1)$")
     ax_overlap.set_ylabel(r"its overlap with $\Theta^*$")
-    ax_value.legend(fontsize=6, loc="best")
-    ax_overlap.legend(fontsize=6, loc="upper left")
+    if legend:
+        _axes_legend(ax_value)
+        _axes_legend(ax_overlap)
     return ax_value, ax_overlap
 
 
-def plot_escape_times(ax, rows):
+def plot_escape_times(ax, rows, legend=True):
     """Measured steps from the plateau to the escape against the linearised prediction."""
     pts = [
         (r["predicted_escape_steps"], r["escape_steps"], r["delta"])
@@ -445,7 +582,8 @@ def plot_escape_times(ax, rows):
         top = max(p.max(), m.max()) * 1.1
         ax.plot([0, top], [0, top], color="0.6", lw=1, label="measured = predicted")
         ax.figure.colorbar(sc, ax=ax, label=r"$\log \delta$")
-        ax.legend(fontsize=6, loc="upper left")
+        if legend:
+            _axes_legend(ax)
     else:
         ax.text(
             0.5,
@@ -456,8 +594,8 @@ def plot_escape_times(ax, rows):
             transform=ax.transAxes,
             fontsize=8,
         )
-    ax.set_xlabel("predicted escape (steps after plateau)")
-    ax.set_ylabel("measured escape (steps after plateau)")
+    ax.set_xlabel("predicted steps, plateau to escape")
+    ax.set_ylabel("measured steps, plateau to escape")
     return ax
 
 
@@ -465,18 +603,21 @@ def learn_figures(rows_by_d, curves, thresholds, title=""):
     """The figures of ``rmt learn``: transition, learning curves, Hessian at W1, escape times."""
     d0 = sorted(rows_by_d)[0]
     rows = rows_by_d[d0]
-    fig1, ax = new_figure(1, 1, width=5.5, height=3.8)
-    plot_learning_transition(ax[0][0], rows_by_d, thresholds)
-    fig1.suptitle(title, fontsize=9)
+    fig1, ax = new_figure(1, 1, width=5.5, height=4.4)
+    plot_learning_transition(ax[0][0], rows_by_d, thresholds, legend=False)
+    figure_legend(fig1, ax, ncols=2)
+    set_title(fig1, title, fontsize=9)
     deltas = sorted({float(r["delta"]) for r in rows})
     pick = [deltas[i] for i in np.unique(np.linspace(0, len(deltas) - 1, 5).round().astype(int))]
     fig2, ax2 = new_figure(1, 2, width=4.5, height=3.4)
-    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick)
-    fig2.suptitle(f"learning curves, d = {d0}, seed 0 — {title}", fontsize=9)
+    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick, legend=False)
+    figure_legend(fig2, ax2, ncols=len(pick))
+    set_title(fig2, f"learning curves, d = {d0}, seed 0 — {title}", fontsize=9)
     fig3, ax3 = new_figure(1, 3, width=4.0, height=3.4)
-    plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds)
-    plot_escape_times(ax3[0][2], rows)
-    fig3.suptitle(f"Hessian at the plateau W1, d = {d0} — {title}", fontsize=9)
+    plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds, legend=False)
+    plot_escape_times(ax3[0][2], rows, legend=False)
+    figure_legend(fig3, ax3)
+    set_title(fig3, f"Hessian at the plateau W1, d = {d0} — {title}", fontsize=9)
     return {
         "learning_transition.png": fig1,
         "learning_curves.png": fig2,

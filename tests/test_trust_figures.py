@@ -1,0 +1,311 @@
+"""Figures a researcher would put in a talk (issue 14): legends cover no data, titles are not
+clipped, plain words, and the threshold chart draws only transitions as bars.
+
+The references are the rendered figure itself: every plotted point, line segment (sampled
+along its length), bar and text of every Axes, in display coordinates after a draw, against
+the bounding box of every legend; the suptitle's box against the figure's box.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import Collection
+from matplotlib.lines import Line2D
+
+from rmt import plotting
+
+LONG_TITLE = "phase_retrieval, softplus/huber, m=2, d=300, population point, 3 seeds, block_lanczos"
+
+
+# ----------------------------------------------------------------------------- synthetic data
+def _spectrum_panels(deltas, rng):
+    panels = []
+    for delta in deltas:
+        ev = np.sort(np.concatenate([rng.uniform(-1.0, 3.0, 400), [-1.8, -1.5]]))
+        x = np.linspace(-1.0, 3.0, 120)
+        panels.append(
+            {
+                "delta": delta,
+                "eigenvalues": ev,
+                "density": (x, np.full(x.size, 0.25)),
+                "edges": (-1.0, 3.0),
+                "outliers": [-1.7],
+            }
+        )
+    return panels
+
+
+THRESHOLDS = {"delta_alg": 0.5, "delta_bbp": 1.2, "delta_pop": 1.6, "delta_nn": 2.5}
+
+
+def _sweep(rng):
+    rows = [
+        {
+            "delta": d,
+            "seed": s,
+            "index": 0,
+            "eigenvalue": -0.1 * d + 0.01 * s,
+            "overlap_theta": min(1.0, 0.15 * d),
+        }
+        for d in (0.5, 1, 2, 3, 4, 6)
+        for s in (0, 1)
+    ]
+    x = np.linspace(0.5, 6, 30)
+    curve = {"delta": x, "edge_lo": -0.05 * x, "outlier": -0.1 * x, "overlap_theta": 0.15 * x}
+    return rows, curve
+
+
+def _training():
+    steps = np.arange(0, 3000, 10)
+    overlap = 1 / (1 + np.exp(-(steps - 1500) / 100))
+    curves = {
+        "step": steps,
+        "train_loss": 1 / (1 + steps / 100.0),
+        "test_loss": 1.2 / (1 + steps / 100.0),
+        "grad_norm": np.exp(-steps / 800.0) + 1e-3,
+        "overlap": overlap,
+    }
+    return curves
+
+
+def _learn(rng):
+    deltas = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+    rows_by_d = {}
+    for d in (100, 200):
+        rows_by_d[d] = [
+            {
+                "delta": x,
+                "seed": s,
+                "final_overlap": float(x > 2.5),
+                "bottom_eigenvalue": -0.1 * x,
+                "plugin_bottom": -0.1 * x + 0.01,
+                "plugin_edge_lo": -0.05 * x,
+                "bottom_overlap": min(1, 0.2 * x),
+                "plugin_overlap": min(1, 0.2 * x),
+                "predicted_escape_steps": 100 * x + 10 * s,
+                "escape_steps": 110 * x,
+            }
+            for x in deltas
+            for s in (0, 1)
+        ]
+    curves = [
+        {"delta": x, "seed": 0, "step": t, "test_loss": 1 / (1 + t), "overlap": min(1, t / 900)}
+        for x in deltas
+        for t in range(0, 1000, 50)
+    ]
+    return rows_by_d, curves
+
+
+def _threshold_rows():
+    base = {"target": "phase_retrieval", "noise": 0.0, "activation": "softplus", "loss": "huber"}
+    return [
+        {**base, "width": 1, "delta_pop": 1.2, "delta_alg": 0.5, "reason": "", "status": "found"},
+        {**base, "width": 2, "delta_pop": 3.0, "delta_alg": 0.5, "reason": "", "status": "found"},
+        {
+            **base,
+            "width": 3,
+            "delta_pop": np.inf,
+            "delta_alg": 0.5,
+            "reason": "extended Newton failed at tau = 1.2 near the fold",
+            "status": "failed",
+        },
+        {
+            **base,
+            "activation": "tanh",
+            "width": 2,
+            "delta_pop": np.inf,
+            "delta_alg": 0.5,
+            "reason": "D carries no label information at this point",
+            "status": "none",
+        },
+    ]
+
+
+def _build(name):
+    """The figure ``name`` of :data:`FIGURES`, from synthetic data."""
+    rng = np.random.default_rng(0)
+    if name.startswith("spectra"):
+        deltas = [4.0] if name == "spectra_1" else [1.0, 2.0, 4.0]
+        return plotting.spectra_figure(_spectrum_panels(deltas, rng), LONG_TITLE)
+    if name == "sweep":
+        rows, curve = _sweep(rng)
+        return plotting.sweep_figure(rows, curve, THRESHOLDS, LONG_TITLE)
+    if name == "threshold":
+        return plotting.threshold_figure(_threshold_rows(), "population point")
+    if name == "training":
+        return plotting.training_figure(_training(), 1600.0, 900, 1500, LONG_TITLE)
+    rows_by_d, curves = _learn(rng)
+    return plotting.learn_figures(rows_by_d, curves, THRESHOLDS, LONG_TITLE)[name]
+
+
+FIGURES = [
+    "spectra_1",
+    "spectra_3",
+    "sweep",
+    "threshold",
+    "training",
+    "learning_transition.png",
+    "learning_curves.png",
+    "hessian_at_plateau.png",
+]
+
+
+@functools.cache
+def _saved(name, out):
+    """The figure, saved as a PNG (the layout is final after the save) and drawn again."""
+    fig = _build(name)
+    plotting.save_figure(fig, out / f"{name}.png")
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("figures")
+
+
+# ----------------------------------------------------------------------------- geometry helpers
+def _segments_display(xy_display, n=40):
+    """Points along each segment of a polyline (display coordinates)."""
+    xy = np.asarray(xy_display, dtype=float)
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    if len(xy) < 2:
+        return xy
+    t = np.linspace(0.0, 1.0, n)[:, None, None]
+    return (xy[:-1][None] * (1 - t) + xy[1:][None] * t).reshape(-1, 2)
+
+
+def _data_points(ax):
+    """Display coordinates of what the Axes shows: points and sampled segments of its lines and
+    collections, clipped to the Axes (matplotlib clips them there)."""
+    pts = []
+    for line in ax.get_lines():
+        if not line.get_visible():
+            continue
+        xy = line.get_transform().transform(line.get_xydata())
+        pts.append(xy)
+        if line.get_linestyle() not in ("None", "", " "):
+            pts.append(_segments_display(xy))
+    for coll in ax.collections:
+        if not isinstance(coll, Collection) or not coll.get_visible():
+            continue
+        offsets = coll.get_offsets()
+        if len(offsets) and coll.get_offset_transform() is not None:
+            pts.append(coll.get_offset_transform().transform(offsets))
+        for path in coll.get_paths():
+            if len(path.vertices) < 2 or coll.get_offset_transform() is not coll.get_transform():
+                pts.append(_segments_display(coll.get_transform().transform(path.vertices)))
+    pts = np.concatenate([p.reshape(-1, 2) for p in pts]) if pts else np.empty((0, 2))
+    box = ax.bbox
+    inside = (
+        (pts[:, 0] >= box.x0)
+        & (pts[:, 0] <= box.x1)
+        & (pts[:, 1] >= box.y0)
+        & (pts[:, 1] <= box.y1)
+    )
+    return pts[inside]
+
+
+def _legends(fig):
+    return list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+
+
+def _overlaps(a, b):
+    """Boxes that share an area (touching edges do not count)."""
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("name", FIGURES)
+def test_legend_covers_no_data(out_dir, name):
+    fig = _saved(name, out_dir)
+    legends = _legends(fig)
+    assert legends, f"{name}: no legend"
+    renderer = fig.canvas.get_renderer()
+    for leg in legends:
+        box = leg.get_window_extent(renderer)
+        for ax in fig.axes:
+            pts = _data_points(ax)
+            hit = (
+                (pts[:, 0] > box.x0)
+                & (pts[:, 0] < box.x1)
+                & (pts[:, 1] > box.y0)
+                & (pts[:, 1] < box.y1)
+            )
+            assert not hit.any(), f"{name}: the legend covers {hit.sum()} plotted points"
+            for patch in ax.patches:
+                pb = patch.get_window_extent(renderer)
+                if (
+                    pb.width > 0
+                    and pb.height > 0
+                    and _overlaps(pb.intersection(pb, ax.bbox) or pb, box)
+                ):
+                    raise AssertionError(f"{name}: the legend covers a bar")
+            for text in ax.texts:
+                assert not _overlaps(text.get_window_extent(renderer), box), (name, text.get_text())
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_one_legend_per_figure(out_dir, name):
+    assert len(_legends(_saved(name, out_dir))) == 1, name
+
+
+@pytest.mark.parametrize("name", [n for n in FIGURES if n != "threshold"])
+def test_title_is_inside_the_figure(out_dir, name):
+    fig = _saved(name, out_dir)
+    title = fig._suptitle
+    assert title is not None and title.get_text(), name
+    box = title.get_window_extent(fig.canvas.get_renderer())
+    fb = fig.bbox
+    assert fb.x0 <= box.x0 and box.x1 <= fb.x1 and fb.y0 <= box.y0 and box.y1 <= fb.y1, (
+        name,
+        box,
+        fb,
+    )
+
+
+def test_no_jargon_in_the_spectra_legend(out_dir):
+    labels = [t.get_text() for t in _saved("spectra_1", out_dir).legends[0].get_texts()]
+    assert "predicted density (smoothed to the plot's resolution)" in labels
+    assert not any("η" in s or "eta" in s or "grid step" in s for s in labels), labels
+    assert "predicted bulk edges" in labels  # the dashed lines are explained
+
+
+def _bar_rows(ax):
+    """y centres of the bars of a horizontal bar chart."""
+    return sorted(round(p.get_y() + p.get_height() / 2, 6) for p in ax.patches)
+
+
+def test_threshold_chart_draws_only_transitions_as_bars(out_dir):
+    fig = _saved("threshold", out_dir)
+    ax = fig.axes[0]
+    assert _bar_rows(ax) == [0.0, 1.0]  # the two "found" rows, no bar for none/failed
+    np.testing.assert_allclose(sorted(p.get_width() for p in ax.patches), [1.2 / 0.5, 3.0 / 0.5])
+    texts = {round(t.get_position()[1]): t for t in ax.texts}
+    failed, none = texts[2], texts[3]
+    assert "solver failed" in failed.get_text() and "no transition" not in failed.get_text()
+    assert matplotlib.colors.same_color(failed.get_color(), plotting.FAILED_COLOR)
+    assert "no transition" in none.get_text()
+    assert not matplotlib.colors.same_color(none.get_color(), plotting.FAILED_COLOR)
+    # every reference line is explained in the legend
+    legend_labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    for line in ax.get_lines():
+        assert isinstance(line, Line2D) and line.get_label() in legend_labels, line.get_label()
+
+
+def test_threshold_status_from_older_tables():
+    rows = _threshold_rows()
+    for r in rows:
+        r.pop("status")
+    rows[2]["delta_pop"] = np.nan  # an older table wrote NaN for a solver failure
+    rows[2]["converged"] = False
+    assert [plotting.threshold_status(r) for r in rows] == ["found", "found", "failed", "none"]
+    fig = plotting.threshold_figure(rows)
+    assert _bar_rows(fig.axes[0]) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="status must be one of"):
+        plotting.threshold_status({"status": "maybe", "delta_pop": 1.0})
