@@ -54,16 +54,13 @@ from .points import (
     PointSpec,
     PopulationPoint,
     TrainedPoint,
-    TrainResult,
     ZeroPoint,
-    loss_and_grad_fused,
     make_point,
     population_point,
     population_risk,
     predicted_escape_time,
     register_point,
     theta_overlap,
-    train_first_phase,
 )
 from .transition import ThresholdResult, population_threshold
 from .config import RunConfig, parse_deltas

@@ -6,10 +6,10 @@ Two ways to pick the weights ``W`` at which the Hessian of sections 2-4 is studi
   ``W^T Theta* = M`` fixed, default ``M = 0``) by quadrature, and :meth:`PointSpec.draw` turns
   the result into a concrete ``W`` in dimension ``d``.  The theory of sections 3-4 is exact for
   such a ``W``, since it does not depend on the sample.
-* :func:`train_first_phase` runs full-batch gradient descent from a small random start, stops
-  when the first phase ends (loss and gradient norm both plateau) and, with ``continue_steps``,
-  records when the overlap with ``Theta*`` escapes the plateau; :func:`predicted_escape_time`
-  gives the ``log(d)/|lambda_out|`` prediction of section 6 to compare with.
+* :class:`TrainedPoint` runs full-batch gradient descent from a small random start
+  (:func:`rmt.gradient_descent`) and takes the plateau ``W1`` at the end of the first phase
+  (docs/theory.md section 7); :func:`predicted_escape_time` gives the ``log(d)/|lambda_out|``
+  order of magnitude of the escape (the linearised prediction is :func:`rmt.predict_escape`).
 
 Each kind of point is one subclass of :class:`Point` (population, trained, zero, given),
 registered in :data:`POINT_KINDS`; :func:`make_point` builds the one a ``RunConfig`` names.
@@ -22,12 +22,9 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
-from tqdm.auto import tqdm
 
 from ._validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
-from .kernels.hessian import default_chunks
-from .kernels.training import loss_grad_fused
-from .models import Dataset, MultiIndexModel
+from .models import MultiIndexModel
 from .network import TwoLayerNet
 from .quadrature import gauss_hermite, monte_carlo
 
@@ -353,42 +350,6 @@ def _psd_factor(A, name) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # the trained point: full-batch gradient descent with first-phase detection
 # ---------------------------------------------------------------------------------------------
-def loss_and_grad_fused(net, data, W, weight_decay=0.0):
-    """Mean loss plus ``weight_decay/2 ||W||_F^2`` and its gradient, by the fused Numba kernel.
-
-    Same result as :meth:`rmt.TwoLayerNet.loss_and_grad` (the slow, obvious reference), in one
-    pass over ``X`` (docs/theory.md section 2, gradient formula).
-    """
-    if not isinstance(net, TwoLayerNet):
-        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
-    if not isinstance(data, Dataset):
-        raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
-    wd = check_nonneg_float(weight_decay, "weight_decay")
-    W = net.check_weights(W, data.d)
-    net.check_labels(data.y)
-    return _fused(net, data, W, wd, default_chunks())
-
-
-def _fused(net, data, W, wd, n_chunks):
-    """The unchecked kernel call, for the training loop."""
-    total, grad_t = loss_grad_fused(
-        data.X,
-        np.ascontiguousarray(W.T),
-        data.y,
-        net.a,
-        net.act_code,
-        net.loss_code,
-        net.huber_delta,
-        n_chunks,
-    )
-    grad = grad_t.T / data.n
-    value = total / data.n
-    if wd:
-        grad = grad + wd * W
-        value += 0.5 * wd * float(np.sum(W * W))
-    return value, grad
-
-
 def theta_overlap(W, theta) -> float:
     """Fraction of the squared weight norm in ``span(Theta*)``: ``||Theta*^T W||_F^2 / ||W||_F^2``.
 
@@ -399,200 +360,6 @@ def theta_overlap(W, theta) -> float:
         return 0.0
     P = theta.T @ W
     return float(np.sum(P * P)) / total
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """Result of :func:`train_first_phase` (docs/theory.md section 7.1).
-
-    Curves have one entry per step ``t = 0..steps-1``, evaluated at the iterate *before* update
-    ``t``: ``loss`` (with weight decay), ``grad_norm`` (Frobenius) and ``overlap``
-    (:func:`theta_overlap`, ``nan`` when ``data.theta`` is unknown).
-
-    ``W`` is the iterate at ``phase_end_step`` when the first phase was detected, else the last
-    iterate.  ``W_final`` is the last iterate.  ``escape_step`` is the first step after the
-    phase end with ``overlap >= escape_overlap`` (``None`` without escape), and
-    ``escape_time = (escape_step - phase_end_step) * lr`` is that delay in gradient-flow time.
-    There is no escape to record when the overlap already reaches ``escape_overlap`` at the
-    phase end (the directions were learned within the first phase): check
-    ``overlap_at_phase_end``.
-    ``diverged`` is set when the loss became non-finite (training stops there).
-    """
-
-    W: np.ndarray
-    W_final: np.ndarray
-    phase_end_step: int | None
-    phase_detected: bool
-    loss: np.ndarray
-    grad_norm: np.ndarray
-    overlap: np.ndarray
-    steps: int
-    lr: float
-    escape_step: int | None
-    escaped: bool
-    escape_time: float | None
-    escape_overlap: float
-    overlap_at_phase_end: float
-    diverged: bool
-
-
-def _plateau(loss, gnorm, gmax, t, window, loss_rtol, grad_rtol) -> bool:
-    """Plateau test at step ``t`` (see :func:`train_first_phase`)."""
-    if t < window:
-        return False
-    drop = loss[t - window] - loss[t]
-    if drop > loss_rtol * max(abs(loss[t]), 1e-300):
-        return False
-    return gnorm[t] <= grad_rtol * gmax or gnorm[t] >= gnorm[t - window]
-
-
-def _initial_weights(net, data, W0, init_scale, rng):
-    if W0 is None:
-        scale = check_nonneg_float(init_scale, "init_scale")
-        rng = np.random.default_rng(rng)
-        return scale * rng.standard_normal((data.d, net.width)) / np.sqrt(data.d)
-    return net.check_weights(W0, data.d).copy()
-
-
-def _check_train_args(net, data, lr, max_steps, continue_steps, window):
-    if not isinstance(net, TwoLayerNet):
-        raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
-    if not isinstance(data, Dataset):
-        raise TypeError(f"data must be an rmt.Dataset; got {type(data).__name__}")
-    lr_f = check_nonneg_float(lr, "lr")
-    if lr_f == 0.0:
-        raise ValueError(f"lr must be > 0; got {lr!r}")
-    max_steps = check_positive_int(max_steps, "max_steps")
-    continue_steps = check_positive_int(continue_steps, "continue_steps", minimum=0)
-    window = check_positive_int(window, "window")
-    if continue_steps and data.theta is None:
-        raise ValueError("continue_steps > 0 tracks the overlap with Theta*: data.theta is None")
-    net.check_labels(data.y)
-    return lr_f, max_steps, continue_steps, window
-
-
-def train_first_phase(
-    net,
-    data,
-    W0=None,
-    *,
-    init_scale=1e-2,
-    lr=0.1,
-    max_steps=20_000,
-    weight_decay=0.0,
-    window=200,
-    loss_rtol=1e-4,
-    grad_rtol=0.05,
-    continue_steps=0,
-    escape_overlap=0.5,
-    stop_at_escape=True,
-    rng=None,
-    progress=True,
-) -> TrainResult:
-    """Full-batch gradient descent to the end of the first phase (docs/theory.md section 7.1).
-
-    ``W_{t+1} = W_t - lr grad L(W_t)`` with the fused Numba kernel (:func:`loss_and_grad_fused`),
-    from ``W0`` or, by default, ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each
-    neuron then has norm about ``init_scale``).
-
-    **Plateau (end of the first phase).**  The first step ``t >= window`` with both
-
-    * ``loss[t - window] - loss[t] <= loss_rtol * |loss[t]|`` (the loss has stopped falling), and
-    * ``grad_norm[t] <= grad_rtol * max_{s <= t} grad_norm[s]`` (the gradient has collapsed
-      from its peak) or ``grad_norm[t] >= grad_norm[t - window]`` (it has stopped decreasing:
-      near a saddle this is the closest approach, after which the escape makes it grow).
-
-    Without ``continue_steps`` training stops there; ``phase_detected`` is False when this never
-    happens within ``max_steps``.  With ``continue_steps`` it runs up to that many more steps and
-    records ``escape_step``, the first step with ``overlap >= escape_overlap``
-    (:func:`theta_overlap`), stopping there when ``stop_at_escape``.  Compare ``escape_time``
-    with :func:`predicted_escape_time`.  A tqdm bar shows progress (``progress=False`` hides it).
-    """
-    lr, max_steps, continue_steps, window = _check_train_args(
-        net, data, lr, max_steps, continue_steps, window
-    )
-    wd = check_nonneg_float(weight_decay, "weight_decay")
-    loss_rtol = check_nonneg_float(loss_rtol, "loss_rtol")
-    grad_rtol = check_nonneg_float(grad_rtol, "grad_rtol")
-    escape_overlap = check_nonneg_float(escape_overlap, "escape_overlap")
-    W = _initial_weights(net, data, W0, init_scale, rng)
-    total = max_steps + continue_steps
-    curves = np.full((3, total), np.nan)
-    state = {"end": None, "W_end": None, "escape": None, "gmax": 0.0, "diverged": False}
-    n_chunks = default_chunks()
-    t = -1
-    with tqdm(total=total, disable=not progress, desc="first phase", leave=False) as bar:
-        for t in range(total):
-            value, grad = _fused(net, data, W, wd, n_chunks)
-            if not np.isfinite(value) or not np.all(np.isfinite(grad)):
-                state["diverged"] = True
-                break
-            curves[:, t] = value, np.linalg.norm(grad), _overlap_or_nan(W, data.theta)
-            if _record_phase_end_and_escape(
-                state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap
-            ):
-                break
-            if _should_stop(state, t, max_steps, continue_steps, stop_at_escape):
-                break
-            W = W - lr * grad
-            bar.update(1)
-    return _train_result(state, curves, t, W, lr, escape_overlap)
-
-
-def _overlap_or_nan(W, theta) -> float:
-    return np.nan if theta is None else theta_overlap(W, theta)
-
-
-def _record_phase_end_and_escape(
-    state, curves, t, W, window, loss_rtol, grad_rtol, escape_overlap
-) -> bool:
-    """Update the running maximum, the phase end and the escape after recording step ``t``."""
-    loss, gnorm, overlap = curves
-    state["gmax"] = max(state["gmax"], gnorm[t])
-    if state["end"] is None:
-        if _plateau(loss, gnorm, state["gmax"], t, window, loss_rtol, grad_rtol):
-            state["end"], state["W_end"] = t, W.copy()
-    elif (
-        state["escape"] is None
-        and overlap[t] >= escape_overlap
-        and overlap[state["end"]] < escape_overlap
-    ):
-        state["escape"] = t
-    return False
-
-
-def _should_stop(state, t, max_steps, continue_steps, stop_at_escape) -> bool:
-    end = state["end"]
-    if end is None:
-        return t >= max_steps - 1
-    if continue_steps == 0:
-        return True
-    if state["escape"] is not None and stop_at_escape:
-        return True
-    return t >= end + continue_steps
-
-
-def _train_result(state, curves, t, W, lr, escape_overlap) -> TrainResult:
-    steps = t if state["diverged"] else t + 1
-    loss, gnorm, overlap = (c[:steps].copy() for c in curves)
-    end, esc = state["end"], state["escape"]
-    return TrainResult(
-        W=state["W_end"] if end is not None else W.copy(),
-        W_final=W.copy(),
-        phase_end_step=end,
-        phase_detected=end is not None,
-        loss=loss,
-        grad_norm=gnorm,
-        overlap=overlap,
-        steps=steps,
-        lr=lr,
-        escape_step=esc,
-        escaped=esc is not None,
-        escape_time=None if esc is None else (esc - end) * lr,
-        escape_overlap=escape_overlap,
-        overlap_at_phase_end=float(overlap[end]) if end is not None else float("nan"),
-        diverged=state["diverged"],
-    )
 
 
 class EscapeTime(NamedTuple):

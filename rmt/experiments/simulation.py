@@ -15,7 +15,7 @@ from ..points import Point, make_point
 class Simulation:
     """The sample ``data``, the weights ``W``, the Hessian at ``W`` and the ``rng`` they used.
 
-    ``record`` is what building ``W`` recorded (the :class:`rmt.TrainResult` of a trained point,
+    ``record`` is what building ``W`` recorded (the :class:`rmt.GDRun` of a trained point,
     else ``None``).  ``rng`` has been advanced by the sampling and the point; later draws at
     this ``(delta, seed)`` (e.g. an eigensolver's start) continue from it.
     """
