@@ -1,4 +1,4 @@
-"""Full-batch gradient descent with train/test curves and its two phases (THEORY.md section 6).
+"""Full-batch gradient descent with train/test curves and its two phases (docs/theory.md section 7).
 
 :func:`gradient_descent` runs ``W_{t+1} = W_t - lr grad L(W_t)`` on
 
@@ -192,7 +192,7 @@ class _Segmenter:
 def segment_phases(
     loss, grad_norm, overlap=None, *, window=50, depth=0.2, flat_rtol=0.01, escape_overlap=0.5
 ) -> Phases:
-    """Cut gradient-descent curves into the two phases (THEORY.md section 6, point 3).
+    """Cut gradient-descent curves into the two phases (docs/theory.md section 7.2).
 
     ``loss[t]``, ``grad_norm[t] = g_t`` and optionally ``overlap[t]`` are recorded at the
     iterate before update ``t``.  With ``w = window``:
@@ -249,7 +249,7 @@ def _curve(x, name) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GDRun:
-    """Result of :func:`gradient_descent` (THEORY.md section 6, point 3).
+    """Result of :func:`gradient_descent` (docs/theory.md section 7.2).
 
     Curves have one entry per recorded step ``t = 0..steps-1``, at the iterate *before* update
     ``t``: ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the held-out set,
@@ -388,7 +388,7 @@ def gradient_descent(
     progress=True,
     segment=None,
 ) -> GDRun:
-    """Full-batch gradient descent with its phases (THEORY.md section 6, point 3).
+    """Full-batch gradient descent with its phases (docs/theory.md section 7.2).
 
     ``W_{t+1} = W_t - lr grad L(W_t)`` for ``steps`` steps from ``W0`` or, by default,
     ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each neuron has norm about

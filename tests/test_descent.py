@@ -1,4 +1,4 @@
-"""Gradient-descent engine, its kernels and the phase rule (THEORY.md sections 1 and 6)."""
+"""Gradient-descent engine, its kernels and the phase rule (docs/theory.md sections 1.3 and 7)."""
 
 import sys
 from pathlib import Path
@@ -263,7 +263,7 @@ def test_no_plateau_without_a_peak_drop():
 
 
 # ---------------------------------------------------------------------------------------------
-# real runs: y = z^2, softplus network, Huber loss (THEORY.md section 6); under 1 s each
+# real runs: y = z^2, softplus network, Huber loss (docs/theory.md section 7); under 1 s each
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture
 def one_thread():

@@ -1,4 +1,4 @@
-"""Numba kernels of one full-batch gradient-descent step (THEORY.md section 1).
+"""Numba kernels of one full-batch gradient-descent step (docs/theory.md section 1.3).
 
     L(W) = (1/n) sum_i l(y_i, f_i) + (lambda_wd/2) ||W||_F^2,   f_i = sum_j a_j sigma(u_ij),
     grad_{w_j} L = (1/n) sum_i l'(y_i, f_i) a_j sigma'(u_ij) x_i + lambda_wd w_j.
