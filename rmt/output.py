@@ -124,7 +124,7 @@ def format_threshold_table(rows) -> str:
     width = max(len(variant_label(r)) for r in rows)
     head = (
         f"{'configuration':<{width}} {'delta_pop':>9} {'delta_BBP':>9} {'delta_alg':>9} "
-        f"{'NN/alg':>7}"
+        f"{'pop/alg':>7}"
     )
     lines, notes = [head, "-" * len(head)], []
     for r in rows:
