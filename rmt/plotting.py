@@ -473,7 +473,7 @@ def _by_delta(rows, column):
 
 def plot_learning_transition(ax, rows_by_d, thresholds, legend=True):
     """Final overlap with ``Theta*`` against ``delta``, one curve per ``d``, thresholds marked."""
-    shades = np.linspace(0.75, 0.15, max(len(rows_by_d), 1))
+    shades = np.linspace(0.75, 0.15, len(rows_by_d)) if len(rows_by_d) > 1 else [0.15]
     for shade, (d, rows) in zip(shades, sorted(rows_by_d.items())):
         x, mean, std = _by_delta(rows, "final_overlap")
         ax.errorbar(
