@@ -92,6 +92,30 @@ def timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+#: the fields a resumable run may change between reruns into one folder: they add points
+GROWING_FIELDS = ("deltas", "seeds")
+
+
+def check_resumable(out, config, command, what) -> None:
+    """Refuse to resume into ``out`` when its manifest holds another configuration.
+
+    Only the fields that can change ``command``'s results count (``config.to_dict(command)``),
+    and :data:`GROWING_FIELDS` may differ: more deltas or seeds add points.  The message names
+    the fields that differ.  Nothing to check without a manifest.
+    """
+    manifest = pathlib.Path(out) / "manifest.json"
+    if not manifest.exists():
+        return
+    old = json.loads(manifest.read_text()).get("config") or {}
+    new = to_jsonable(config.to_dict(command))
+    differ = sorted(k for k in new if k not in GROWING_FIELDS and old.get(k) != new[k])
+    if differ:
+        raise ValueError(
+            f"{out} holds {what} of another configuration (differs in: {', '.join(differ)}); "
+            "use another out"
+        )
+
+
 def write_manifest(out, command, config, seeds, timings, files, **extra) -> dict:
     """Write ``out/manifest.json``: command, configuration, versions, seeds, timings, files.
 

@@ -523,38 +523,26 @@ def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=Tru
     return ax_loss, ax_overlap
 
 
+def _measured_points(ax, x, mean, std):
+    """Per-delta means across seeds with their standard deviations, as unconnected points."""
+    ax.errorbar(
+        x, mean, yerr=std, marker="o", ms=3, lw=0, elinewidth=1, color=SIM_COLOR,
+        label="measured (Lanczos)",
+    )  # fmt: skip
+
+
 def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True):
     """Bottom eigenvalue of the Hessian at ``W1`` and its ``Theta*`` overlap against ``delta``,
     with the cavity-corrected plug-in prediction beside them."""
     x, mean, std = _by_delta(rows, "bottom_eigenvalue")
-    ax_value.errorbar(
-        x,
-        mean,
-        yerr=std,
-        marker="o",
-        ms=3,
-        lw=0,
-        elinewidth=1,
-        color=SIM_COLOR,
-        label="measured (Lanczos)",
-    )
+    _measured_points(ax_value, x, mean, std)
     xp, bp, _ = _by_delta(rows, "plugin_bottom")
     ax_value.plot(xp, bp, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in prediction")
     xe, ee, _ = _by_delta(rows, "plugin_edge_lo")
     ax_value.plot(xe, ee, "-", lw=1, color=THEORY_COLOR, alpha=0.6, label="plug-in bulk edge")
     ax_value.axhline(0.0, color="0.7", lw=0.8)
     x2, ov, ov_sd = _by_delta(rows, "bottom_overlap")
-    ax_overlap.errorbar(
-        x2,
-        ov,
-        yerr=ov_sd,
-        marker="o",
-        ms=3,
-        lw=0,
-        elinewidth=1,
-        color=SIM_COLOR,
-        label="measured (Lanczos)",
-    )
+    _measured_points(ax_overlap, x2, ov, ov_sd)
     xq, oq, _ = _by_delta(rows, "plugin_overlap")
     ax_overlap.plot(xq, oq, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in prediction")
     for ax in (ax_value, ax_overlap):

@@ -309,10 +309,9 @@ def trained_thresholds(config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, prog
 
 def _open_learn_tables(config, out):
     """The three resumable tables of a learn sweep in ``out`` (or ``None`` without ``out``)."""
-    import json
     import pathlib
 
-    from ..output import to_jsonable
+    from ..output import check_resumable
     from ..tables import ResumableCSV
 
     if out is None:
@@ -324,16 +323,8 @@ def _open_learn_tables(config, out):
         "eigs": ResumableCSV(out / "learn_eigs.csv", EIG_COLUMNS, EIG_KEY),
         "curves": ResumableCSV(out / "learning_curves.csv", CURVE_COLUMNS, CURVE_KEY),
     }
-    manifest = out / "manifest.json"
-    if manifest.exists() and tables["row"].rows:
-        old = json.loads(manifest.read_text()).get("config") or {}
-        new = to_jsonable(config.to_dict("learn"))
-        differ = sorted(k for k in new if old.get(k) != new[k] and k not in ("deltas", "seeds"))
-        if differ:
-            raise ValueError(
-                f"{out} holds a learn sweep of another configuration (differs in: "
-                f"{', '.join(differ)}); use another out"
-            )
+    if tables["row"].rows:
+        check_resumable(out, config, "learn", "a learn sweep")
     return tables
 
 

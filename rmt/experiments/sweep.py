@@ -8,7 +8,6 @@ record the predictions next to them.  Rows are tidy: one per ``(delta, seed, ind
 
 from __future__ import annotations
 
-import json
 import pathlib
 import time
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import RunConfig
-from ..output import timestamp, to_jsonable, write_json, write_manifest
+from ..output import check_resumable, timestamp, to_jsonable, write_json, write_manifest
 from ..tables import ResumableCSV
 from .simulation import prepare_point, simulate_point
 from .spectra import DENSE_LIMIT, spectrum_panel
@@ -215,17 +214,8 @@ def _open_table(config, out):
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = ResumableCSV(out / "sweep.csv", SWEEP_COLUMNS, SWEEP_KEY)
-    manifest = out / "manifest.json"
-    if manifest.exists() and table.rows:
-        old = json.loads(manifest.read_text()).get("config") or {}
-        new = to_jsonable(config.to_dict("sweep"))
-        grows = ("deltas", "seeds")
-        differ = sorted(k for k in new if k not in grows and old.get(k) != new[k])
-        if differ:
-            raise ValueError(
-                f"{out} holds a sweep of another configuration (differs in: "
-                f"{', '.join(differ)}); use another out"
-            )
+    if table.rows:
+        check_resumable(out, config, "sweep", "a sweep")
     if not (out / "columns.json").exists():
         write_json(out / "columns.json", SWEEP_COLUMN_DOCS)
     return table
