@@ -7,7 +7,15 @@ For m <= 4 and K <= 3 with tensor Gauss-Hermite laws, times
 and prints their ratio measured side by side, together with the values both give, and the time of
 delta_alg.  The machine is shared: the load average is printed next to the timings.
 
-Run:  python benchmarks/bench_freeprob.py [--d 1000] [--repeat 3]
+The goals of issue 15 get one line each (``GOAL`` lines), on the laws a sweep point really uses
+(``SpikeLaw.from_network`` with ``nodes="auto"`` at the ``rmt sweep`` defaults: softplus, Huber
+threshold 1: nested laws for m = 1, 2, Monte-Carlo laws of 200k nodes for m = 3, 4), the law
+construction counted:
+  - theory (law + bulk_edges + outliers) against the dense simulation at d = 1000, m <= 4;
+  - bulk_density on 201 points, nested law (m = 2) and m = 3 Monte-Carlo law, in seconds;
+  - outliers, m = 3 Monte-Carlo law, per side, in seconds.
+
+Run:  python benchmarks/bench_freeprob.py [--d 1000] [--repeat 3] [--skip-tensor]
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from functools import partial
 from pathlib import Path
@@ -57,6 +66,55 @@ def configs():
     ]
 
 
+#: the goals of issue 15 (theory speed)
+GOAL_RATIO, GOAL_DENSITY_NESTED, GOAL_DENSITY_MC, GOAL_OUTLIERS = 100.0, 2.0, 10.0, 0.5
+
+
+def cpu_info() -> str:
+    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2."""
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next(
+            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")),
+            model,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    with open("/proc/cpuinfo") as f:
+        flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    simd = (
+        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
+    )
+    return f"{model}, {simd}"
+
+
+def sweep_configs():
+    """(name, net, Q, delta): the ``rmt sweep`` defaults (softplus, Huber threshold 1) at
+    ``W`` orthogonal to ``Theta*``; ``nodes="auto"`` gives nested laws for m <= 2 (K <= 3) and
+    Monte-Carlo laws of 200k nodes for m = 3, 4."""
+    rng = np.random.default_rng(0)
+    out = []
+    for m in (1, 2, 3, 4):
+        A = rng.standard_normal((m, m)) * 0.3
+        Q = A @ A.T + 0.05 * np.eye(m)
+        out.append(
+            (f"sweep m={m}", rmt.TwoLayerNet(m, "softplus", "huber", huber_delta=1.0), Q, 4.0)
+        )
+    return out
+
+
+def sweep_law(net, Q):
+    return rmt.SpikeLaw.from_network(PHASE, net, Q)
+
+
+def run_sweep_theory(net, Q, delta):
+    law = sweep_law(net, Q)
+    edges = rmt.bulk_edges(law, delta)
+    out = rmt.outliers(law, delta, side="left", edges=edges)
+    return law, edges, out
+
+
 def run_theory(net, Q, delta):
     law = rmt.SpikeLaw.from_network(PHASE, net, Q, nodes="quadrature")
     edges = rmt.bulk_edges(law, delta)
@@ -88,68 +146,162 @@ def best_time(fn, repeat):
     return min(times), out
 
 
+def theory_against_simulation(name, net, Q, delta, args, theory):
+    """One row: ``theory(net, Q, delta)`` against the dense simulation, side by side."""
+    t_first = time.perf_counter()  # Numba compilation (or cache load) of this width's kernels
+    law, edges, out = theory(net, Q, delta)
+    t_first = time.perf_counter() - t_first
+    lo_vals, hi_val, overlap = run_simulation(net, Q, delta, args.d, seed=1)
+    funcs = {
+        "theory": partial(theory, net, Q, delta),
+        "simulation": partial(run_simulation, net, Q, delta, args.d, 1),
+    }
+    with LoadMeter() as meter:
+        timing = time_round_robin(funcs, args.repeat)
+    t_th, t_sim = timing["theory"]["median"], timing["simulation"]["median"]
+    o = out[0] if out else None
+    row = {
+        "config": name,
+        "delta": delta,
+        "d": args.d,
+        "nodes": law.N,
+        "law_kind": law.kind,
+        "theory_s": t_th,
+        "theory_first_call_s": t_first,
+        "simulation_s": t_sim,
+        "ratio": t_sim / t_th,
+        "other_load": meter.other_load,
+        "theory_lo": edges.lo,
+        "theory_hi": edges.hi,
+        "hi_kind": edges.hi_kind,
+        "theory_outlier": o.value if o else None,
+        "theory_overlap": o.overlap_theta if o else None,
+        "sim_bottom": float(lo_vals[0]),
+        "sim_second": float(lo_vals[1]),
+        "sim_top": float(hi_val),
+        "sim_overlap": overlap,
+    }
+    print(
+        f"{name} delta={delta}: theory {t_th * 1e3:8.1f} ms ({law.N} nodes, {law.kind}), "
+        f"dense d={args.d} {t_sim:6.1f} s, ratio {t_sim / t_th:7.0f}x, "
+        f"other processes {meter.other_load:.2f} cores"
+    )
+    print(f"    theory first call (Numba compile or cache load, not timed): {t_first:.2f} s")
+    print(
+        f"    theory: lo {edges.lo:.4f} hi {edges.hi:.4f} ({edges.hi_kind}) outlier "
+        f"{row['theory_outlier']} overlap {row['theory_overlap']}"
+    )
+    print(
+        f"    dense : 2nd {lo_vals[1]:.4f} top {hi_val:.4f} bottom {lo_vals[0]:.4f} "
+        f"overlap {overlap:.3f}"
+    )
+    return row
+
+
+def theory_breakdown(net, Q, delta, repeat):
+    """Median seconds of the three parts of a sweep point's theory: law, edges, outliers."""
+    parts = {"law": [], "edges": [], "outliers": []}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        law = sweep_law(net, Q)
+        t1 = time.perf_counter()
+        edges = rmt.bulk_edges(law, delta)
+        t2 = time.perf_counter()
+        rmt.outliers(law, delta, side="left", edges=edges)
+        t3 = time.perf_counter()
+        for k, t in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
+            parts[k].append(t)
+    return {k: float(np.median(v)) for k, v in parts.items()}
+
+
+def density_goals(repeat):
+    """``bulk_density`` on 201 points for the nested m = 2 and the Monte-Carlo m = 3 laws."""
+    rows = []
+    for name, net, Q, delta in sweep_configs()[1:3]:
+        law = sweep_law(net, Q)
+        lo, hi = rmt.bulk_edges(law, delta)
+        x = np.linspace(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo), 201)
+        rmt.bulk_density(law, delta, x[:3])  # compile or load the kernels
+        goal = GOAL_DENSITY_NESTED if law.kind == "nested" else GOAL_DENSITY_MC
+        with LoadMeter() as meter:
+            t, res = best_time(partial(rmt.bulk_density, law, delta, x), repeat)
+        print(
+            f"GOAL bulk_density 201 points, {name} ({law.kind}, {law.N} nodes): {t:.2f} s "
+            f"(goal <= {goal:g} s: {'met' if t <= goal else 'NOT met'}); {res.iterations} "
+            f"Newton iterations; other processes {meter.other_load:.2f} cores"
+        )
+        rows.append(
+            {
+                "config": f"bulk_density 201 pts {name}",
+                "law_kind": law.kind,
+                "nodes": law.N,
+                "theory_s": t,
+                "goal_s": goal,
+                "other_load": meter.other_load,
+            }
+        )
+    return rows
+
+
+def outlier_goals(repeat):
+    """``outliers`` of the m = 3 Monte-Carlo law (200k nodes), each side, edges given."""
+    name, net, Q, delta = sweep_configs()[2]
+    law = sweep_law(net, Q)
+    edges = rmt.bulk_edges(law, delta)
+    rows = []
+    for side in ("left", "right"):
+        rmt.outliers(law, delta, side=side, edges=edges)
+        with LoadMeter() as meter:
+            t, out = best_time(partial(rmt.outliers, law, delta, side=side, edges=edges), repeat)
+        print(
+            f"GOAL outliers {side}, {name} ({law.kind}, {law.N} nodes): {t:.3f} s "
+            f"(goal <= {GOAL_OUTLIERS:g} s: {'met' if t <= GOAL_OUTLIERS else 'NOT met'}); "
+            f"{len(out)} outliers; other processes {meter.other_load:.2f} cores"
+        )
+        rows.append(
+            {
+                "config": f"outliers {side} {name}",
+                "nodes": law.N,
+                "theory_s": t,
+                "goal_s": GOAL_OUTLIERS,
+                "other_load": meter.other_load,
+            }
+        )
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-tensor", action="store_true", help="only the sweep laws and goals")
+    parser.add_argument("--skip-simulation", action="store_true", help="only density and outliers")
     args = parser.parse_args()
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
+    print(f"CPU: {cpu_info()}")
     print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(
         f"threads: numba {threads['numba']}, blas {threads['blas']}; "
         f"load average before: {os.getloadavg()}"
     )
     rows = []
-    for name, net, Q, delta in configs():
-        t_first = time.perf_counter()  # Numba compilation (or cache load) of this width's kernels
-        law, edges, out = run_theory(net, Q, delta)
-        t_first = time.perf_counter() - t_first
-        lo_vals, hi_val, overlap = run_simulation(net, Q, delta, args.d, seed=1)
-        funcs = {
-            "theory": partial(run_theory, net, Q, delta),
-            "simulation": partial(run_simulation, net, Q, delta, args.d, 1),
-        }
-        with LoadMeter() as meter:
-            timing = time_round_robin(funcs, args.repeat)
-        t_th, t_sim = timing["theory"]["median"], timing["simulation"]["median"]
-        o = out[0] if out else None
-        row = {
-            "config": name,
-            "delta": delta,
-            "d": args.d,
-            "nodes": law.N,
-            "theory_s": t_th,
-            "theory_first_call_s": t_first,
-            "simulation_s": t_sim,
-            "ratio": t_sim / t_th,
-            "other_load": meter.other_load,
-            "theory_lo": edges.lo,
-            "theory_hi": edges.hi,
-            "hi_kind": edges.hi_kind,
-            "theory_outlier": o.value if o else None,
-            "theory_overlap": o.overlap_theta if o else None,
-            "sim_bottom": float(lo_vals[0]),
-            "sim_second": float(lo_vals[1]),
-            "sim_top": float(hi_val),
-            "sim_overlap": overlap,
-        }
-        rows.append(row)
-        print(
-            f"{name} delta={delta}: theory {t_th * 1e3:8.1f} ms ({law.N} nodes), "
-            f"dense d={args.d} {t_sim:6.1f} s, ratio {t_sim / t_th:7.0f}x, "
-            f"other processes {meter.other_load:.2f} cores"
-        )
-        print(f"    theory first call (Numba compile or cache load, not timed): {t_first:.2f} s")
-        print(
-            f"    theory: lo {edges.lo:.4f} hi {edges.hi:.4f} ({edges.hi_kind}) outlier "
-            f"{row['theory_outlier']} overlap {row['theory_overlap']}"
-        )
-        print(
-            f"    dense : 2nd {lo_vals[1]:.4f} top {hi_val:.4f} bottom {lo_vals[0]:.4f} "
-            f"overlap {overlap:.3f}"
-        )
+    if not args.skip_simulation:
+        if not args.skip_tensor:
+            for name, net, Q, delta in configs():
+                rows.append(theory_against_simulation(name, net, Q, delta, args, run_theory))
+        for name, net, Q, delta in sweep_configs():
+            row = theory_against_simulation(name, net, Q, delta, args, run_sweep_theory)
+            row["breakdown_s"] = parts = theory_breakdown(net, Q, delta, args.repeat)
+            print(
+                f"GOAL theory/simulation, {name}: {row['ratio']:.0f}x (goal >= "
+                f"{GOAL_RATIO:g}x: {'met' if row['ratio'] >= GOAL_RATIO else 'NOT met'}); "
+                + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in parts.items())
+            )
+            rows.append(row)
+    rows += density_goals(1)
+    rows += outlier_goals(args.repeat)
     for model in [
         PHASE,
         rmt.MultiIndexModel("norm2", k=3),

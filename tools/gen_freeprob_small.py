@@ -5,9 +5,12 @@ Run ``python tools/gen_freeprob_small.py`` after editing, and commit the generat
 ``rmt.kernels.freeprob`` compute, for one fixed ``m``:
 
 - ``moments_m{m}``: ``E[F]`` and the Jacobian moments ``E[(F E_Q F)_P]`` (as ``mp_moments``);
+- ``moments_c_m{m}``: the same for complex ``G`` in real arithmetic on the real and imaginary
+  parts (Numba's complex arithmetic does not vectorise: 10-16x the real kernel's time);
 - ``spike_nodes_m{m}``: ``vech F_i`` and ``vech(F_i G' F_i)`` per node (for ``spike_moments``);
 - ``spike_sums_m{m}_k{k}``: their sums weighted by ``k`` rows ``w_i zhat_iq zhat_ir``, in the loop
-  (for ``K <= 3``: no per-node stores, whose aliasing checks stop LLVM from vectorising);
+  (for ``K <= 3`` and the pairs of ``SPIKE_WIDE``: no per-node stores, whose aliasing checks stop
+  LLVM from vectorising);
 - ``pivot_m{m}``: per node, the smallest Cholesky pivot of ``I + s L^T D_i L`` (whose minimum
   over nodes is ``min_pd_pivot``).
 
@@ -24,12 +27,19 @@ contraction, so that the sums over nodes vectorise; they agree with the generic 
 
 from __future__ import annotations
 
+import ast
+
 from codegen import GENERATED, banner, write_module
 
 #: the widths with an unrolled kernel
 WIDTHS = (1, 2, 3, 4)
 #: numbers of weight rows ``zhat_q zhat_r`` (``q <= r``) with a fused spike kernel: K = 1, 2, 3
 SPIKE_PAIRS = (1, 3, 6)
+#: ``(m, pairs)`` fused beyond ``SPIKE_PAIRS``: the Monte-Carlo law of width 3 has ``K = 4``
+#: (10 pairs) at any point with ``W^T W`` of full rank.  Fused it is 2.6x the per-node kernel and
+#: product (18 against 48 ms at 200k nodes) for a compilation of about 17 s (cached).  ``(4, 15)``
+#: would be 2.3x for about 60 s of compilation, so ``m = 4`` keeps the two-pass form.
+SPIKE_WIDE = ((3, 10),)
 #: reassociation (vectorised sums) and contraction (FMA) only: no change to inf/NaN handling
 #: and the numpy error model (no ZeroDivisionError branch, which would stop vectorisation)
 DECORATOR = "@njit(cache=True, fastmath={'reassoc', 'contract'}, error_model='numpy')"
@@ -285,24 +295,160 @@ def pivot_source(m):
     return "\n".join(out) + "\n"
 
 
+class _Split:
+    """Rewrites real-form kernel lines into real arithmetic on ``(re, im)`` pairs.
+
+    Complex arithmetic in Numba does not vectorise (its division branches; its products keep
+    the two parts interleaved), so the complex kernels carry every complex variable ``v`` as two
+    floats ``v_r``, ``v_i``.  Names in ``real`` (and subscripts, constants) are real."""
+
+    def __init__(self, real):
+        self.real = set(real)
+
+    def expr(self, node):
+        """``(re, im)`` source of an expression; ``im`` is None for a real one."""
+        if isinstance(node, ast.Constant):
+            return repr(node.value), None
+        if isinstance(node, ast.Name):
+            if node.id in self.real:
+                return node.id, None
+            return f"{node.id}_r", f"{node.id}_i"
+        if isinstance(node, ast.Subscript):
+            return ast.unparse(node), None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            re, im = self.expr(node.operand)
+            return f"(-{re})", None if im is None else f"(-{im})"
+        if isinstance(node, ast.BinOp):
+            return self._binop(node)
+        raise ValueError(f"unsupported expression {ast.unparse(node)}")
+
+    def _binop(self, node):
+        (ar, ai), (br, bi) = self.expr(node.left), self.expr(node.right)
+        if isinstance(node.op, (ast.Add, ast.Sub)):
+            op = "+" if isinstance(node.op, ast.Add) else "-"
+            if ai is None and bi is None:
+                im = None
+            elif bi is None:
+                im = ai
+            elif ai is None:
+                im = bi if op == "+" else f"(-{bi})"
+            else:
+                im = f"({ai} {op} {bi})"
+            return f"({ar} {op} {br})", im
+        if isinstance(node.op, ast.Mult):
+            if ai is None and bi is None:
+                return f"({ar} * {br})", None
+            if bi is None:
+                return f"({ar} * {br})", f"({ai} * {br})"
+            if ai is None:
+                return f"({ar} * {br})", f"({ar} * {bi})"
+            return f"({ar} * {br} - {ai} * {bi})", f"({ar} * {bi} + {ai} * {br})"
+        raise ValueError(f"unsupported operator in {ast.unparse(node)}")
+
+    def line(self, text):
+        """The split form of one line ``t = e``, ``t += e``, ``rdet = 1.0 / det`` or the
+        singular-node count ``bad += det == 0.0``."""
+        if text == "rdet = 1.0 / det":
+            return [
+                "nrm = 1.0 / (det_r * det_r + det_i * det_i)",
+                "rdet_r = det_r * nrm",
+                "rdet_i = -det_i * nrm",
+            ]
+        if text == "bad += det == 0.0":
+            return ["bad += det_r * det_r + det_i * det_i == 0.0"]
+        stmt = ast.parse(text).body[0]
+        target = stmt.target.id if isinstance(stmt, ast.AugAssign) else stmt.targets[0].id
+        op = "+=" if isinstance(stmt, ast.AugAssign) else "="
+        re, im = self.expr(stmt.value)
+        if im is None and op == "=":
+            self.real.add(target)
+            return [f"{target} = {re}"]
+        return [f"{target}_r {op} {re}", f"{target}_i {op} {'0.0' if im is None else im}"]
+
+
+def moments_complex_source(m):
+    """``moments_m{m}`` for complex ``G`` (and complex ``EF``, ``JF``) in split arithmetic."""
+    pairs = vech_pairs(m)
+    p = len(pairs)
+    index = {pr: u for u, pr in enumerate(pairs)}
+
+    def u_of(a, b):
+        return index[(min(a, b), max(a, b))]
+
+    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
+    first = [f"e{u} += wi * f{a}{b}" for u, (a, b) in enumerate(pairs)]
+    second = [f"wf{u} = wi * f{a}{b}" for u, (a, b) in enumerate(pairs)]
+    for u in range(p):
+        for v in range(u, p):
+            a, b = pairs[v]
+            second.append(f"{_tri(u, v)} += wf{u} * f{a}{b}")
+
+    def split(lines):
+        sp = _Split({"wi"} | {f"d{a}{b}" for a, b in pairs})
+        return [t for line in lines for t in sp.line(line)]
+
+    tris = [_tri(u, v) for u in range(p) for v in range(u, p)]
+    out = [
+        DECORATOR,
+        f"def moments_c_m{m}(Dv, w, G, inv_delta, with_jac, EF, JF):",
+        f'    """``moments_m{m}`` for complex ``G``, ``EF``, ``JF``, in real arithmetic on the',
+        '    real and imaginary parts (it vectorises); returns the number of singular nodes."""',
+        "    N = Dv.shape[1]",
+    ]
+    for a, b in pairs:
+        out.append(f"    g{a}{b}_r = G[{a}, {b}].real * inv_delta")
+        out.append(f"    g{a}{b}_i = G[{a}, {b}].imag * inv_delta")
+    out += ["    bad = 0"]
+    out += [f"    e{u}_{c} = 0.0" for u in range(p) for c in "ri"]
+    out += ["    if with_jac:"]
+    out += [f"        {t}_{c} = 0.0" for t in tris for c in "ri"]
+    out += ["        for i in range(N):", "            wi = w[i]"]
+    out += ["            " + s for s in split(body + first + second)]
+    out += ["    else:", "        for i in range(N):", "            wi = w[i]"]
+    out += ["            " + s for s in split(body + first)]
+    for u, (a, b) in enumerate(pairs):
+        out.append(f"    EF[{a}, {b}] += complex(e{u}_r, e{u}_i)")
+        if a != b:
+            out.append(f"    EF[{b}, {a}] += complex(e{u}_r, e{u}_i)")
+    out.append("    if with_jac:")
+    for P, (a, b) in enumerate(pairs):
+        for Q, (c, d) in enumerate(pairs):
+            terms = [_tri(u_of(a, c), u_of(d, b))]
+            if c != d:
+                terms.append(_tri(u_of(a, d), u_of(c, b)))
+            re = " + ".join(f"{t}_r" for t in terms)
+            im = " + ".join(f"{t}_i" for t in terms)
+            out.append(f"        JF[{P}, {Q}] += complex({re}, {im})")
+    out.append("    return bad")
+    return "\n".join(out) + "\n"
+
+
 def module_source() -> str:
     """The whole generated module, with the dispatch tables."""
     parts = [banner(TOOL), HEADER]
     for m in WIDTHS:
-        for src in (moments_source(m), spike_source(m), pivot_source(m)):
+        for src in (moments_source(m), moments_complex_source(m), spike_source(m), pivot_source(m)):
             parts.append("\n" + src + "\n")
-        for n_pairs in SPIKE_PAIRS:
+        for n_pairs in SPIKE_PAIRS + tuple(k for w, k in SPIKE_WIDE if w == m):
             parts.append("\n" + spike_sums_source(m, n_pairs) + "\n")
     for name, doc in (
         ("MOMENTS", "``mp_moments`` by width"),
+        ("MOMENTS_COMPLEX", "``mp_moments`` for complex ``G`` by width (split arithmetic)"),
         ("SPIKE_NODES", "per-node ``F`` and ``F G' F`` by width"),
         ("PIVOTS", "per-node Cholesky pivots by width"),
     ):
-        kern = {"MOMENTS": "moments", "SPIKE_NODES": "spike_nodes", "PIVOTS": "pivot"}[name]
+        kern = {
+            "MOMENTS": "moments",
+            "MOMENTS_COMPLEX": "moments_c",
+            "SPIKE_NODES": "spike_nodes",
+            "PIVOTS": "pivot",
+        }[name]
         table = ", ".join(f"{m}: {kern}_m{m}" for m in WIDTHS)
         parts.append(f"\n#: {doc}\n{name} = {{{table}}}\n")
     table = ", ".join(f"({m}, {k}): spike_sums_m{m}_k{k}" for m in WIDTHS for k in SPIKE_PAIRS)
     parts.append(f"\n#: spike sums by (width, number of weight rows)\nSPIKE_SUMS = {{{table}}}\n")
+    table = ", ".join(f"({m}, {k}): spike_sums_m{m}_k{k}" for m, k in SPIKE_WIDE)
+    parts.append(f"\n#: spike sums beyond K = 3, by (width, rows)\nSPIKE_SUMS_WIDE = {{{table}}}\n")
     return "".join(parts)
 
 

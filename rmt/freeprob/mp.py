@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_positive_float
-from ..kernels._generated.freeprob_small import MOMENTS, PIVOTS, SPIKE_NODES, SPIKE_SUMS
+from ..kernels._generated.freeprob_small import (
+    MOMENTS,
+    MOMENTS_COMPLEX,
+    PIVOTS,
+    SPIKE_NODES,
+    SPIKE_SUMS,
+    SPIKE_SUMS_WIDE,
+)
 from ..kernels.freeprob import (
     min_pd_pivot,
     mp_moments,
@@ -87,7 +94,9 @@ class MPSystem:
         EF = np.zeros((self.m, self.m), dtype=G.dtype)
         JF = np.zeros((p, p), dtype=G.dtype)
         if self.unrolled:
-            bad = MOMENTS[self.m](self.Dv, self.w, G, 1.0 / self.delta, with_jac, EF, JF)
+            # complex G (the density, Stieltjes off the axis): the split-arithmetic kernel
+            table = MOMENTS_COMPLEX if np.iscomplexobj(G) else MOMENTS
+            bad = table[self.m](self.Dv, self.w, G, 1.0 / self.delta, with_jac, EF, JF)
         else:
             bad = mp_moments(
                 self.D, self.w, G, 1.0 / self.delta, self.ia, self.ib, with_jac, EF, JF
@@ -189,7 +198,8 @@ class MPSystem:
 
     def _spike_matrices_unrolled(self, G, Gp):
         """``spike_matrices`` from the sums of ``vech F``, ``vech F G' F`` weighted by
-        ``w zhat_q zhat_r`` (``q <= r``): in the node loop for ``K <= 3``, else by a product."""
+        ``w zhat_q zhat_r`` (``q <= r``): in the node loop for ``K <= 3`` (and ``SPIKE_SUMS_WIDE``),
+        else by a blocked product."""
         if self._spike_layout is None:
             K, m = self.law.K, self.m
             qa, qb = np.triu_indices(K)
@@ -205,8 +215,9 @@ class MPSystem:
         G = np.ascontiguousarray(G, dtype=float)
         Gp = np.ascontiguousarray(Gp, dtype=float)
         Y = np.empty((zzT.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
-        fused = SPIKE_SUMS.get((self.m, zzT.shape[0]))
-        if fused is not None:  # K <= 3: the sums in the node loop
+        key = (self.m, zzT.shape[0])
+        fused = SPIKE_SUMS.get(key, SPIKE_SUMS_WIDE.get(key))
+        if fused is not None:  # K <= 3, and m = 3 with K = 4: the sums in the node loop
             bad = fused(self.Dv, zzT, G, Gp, 1.0 / self.delta, Y)
         else:
             V = np.empty((2 * p, N))  # vech F_i, then vech F_i G' F_i

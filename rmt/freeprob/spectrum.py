@@ -12,7 +12,7 @@ import numpy as np
 
 from .edges import STEP_MAXIT, BulkEdges, find_fold
 from .law import SpikeLaw
-from .mp import ConvergenceError, MPSystem, NewtonState
+from .mp import NEWTON_MAXIT, ConvergenceError, MPSystem, NewtonState
 
 
 def check_law(law):
@@ -198,11 +198,41 @@ class BulkDensity:
     converged: bool = True
 
 
+def _predictors(zeta, prev, older):
+    """Starting points at ``zeta`` from the last two solved grid points, best first.
+
+    ``prev``, ``older``: ``(state, tangent G')``.  Quadratic (``G'' ~ (G'_1 - G'_0) / (z_1 -
+    z_0)``, error third order in the step), the tangent line (second order), then ``G``."""
+    (st, tan) = prev
+    h = zeta - st.zeta
+    linear = st.G + tan * h
+    out = [(linear, STEP_MAXIT), (st.G, NEWTON_MAXIT)]
+    if older is not None and older[0].zeta != st.zeta:
+        curv = (tan - older[1]) / (st.zeta - older[0].zeta)
+        out.insert(0, (linear + 0.5 * curv * h * h, STEP_MAXIT))
+    return out
+
+
+def _warm_point(mp: MPSystem, zeta, prev, older=None):
+    """``(state, iterations)`` at ``zeta`` by Newton from the previous grid points, or
+    ``(None, 0)``: from each of :func:`_predictors` in turn, until Newton converges to a
+    physical solution (``Im G >= 0``).  A good predictor saves one or two Newton steps, each a
+    pass over the nodes."""
+    if prev is None:
+        return None, 0
+    for G0, maxit in _predictors(zeta, prev, older):
+        st = mp.newton(zeta, G0, maxit=maxit) if np.all(np.isfinite(G0)) else None
+        if st is not None and _physical(st.G):
+            return st, st.iterations
+    return None, 0
+
+
 def bulk_density(law, delta, x, eta=None) -> BulkDensity:
     """Density of the bulk at the points ``x`` and the mass of the atom at 0 (docs/theory.md sec. 3).
 
     Each point is solved at ``zeta = x + i eta`` (default ``eta = 1e-10 * law.scale``), warm
-    started from the previous point and checked to be physical (``Im G >= 0``), otherwise by
+    started from a predictor through the previous two points (quadratic, else the tangent line,
+    else the previous ``G``) and checked to be physical (``Im G >= 0``), otherwise by
     continuation in ``Im zeta``.  The atom contributes ``atom * eta / (pi (x^2 + eta^2))``, which
     is removed.  Raises ``ConvergenceError`` if a point does not converge.
 
@@ -221,15 +251,15 @@ def bulk_density(law, delta, x, eta=None) -> BulkDensity:
     if not eta > 0:
         raise ValueError(f"eta must be > 0; got {eta}")
     atom = max(0.0, 1.0 - mp.delta * law.expected_rank / law.m)
-    out, total, worst, prev = np.empty(xs.size), 0, 0.0, None
+    out, total, worst, prev, older = np.empty(xs.size), 0, 0.0, None, None
     for i, xi in enumerate(xs - law.shift):
         zeta = complex(xi, eta)
-        st = None if prev is None else mp.newton(zeta, prev.G)
-        if st is None or not _physical(st.G):
+        st, its = _warm_point(mp, zeta, prev, older)
+        if st is None:
             st, its = _continue_complex(mp, zeta)
-        else:
-            its = st.iterations
-        total, worst, prev = total + its, max(worst, st.residual), st
+            prev = None  # a restart: no history across it
+        total, worst = total + its, max(worst, st.residual)
+        older, prev = prev, (st, mp.tangent(st))
         s = np.trace(st.G) / law.m
         out[i] = s.imag / np.pi - atom * eta / (np.pi * (xi * xi + eta * eta))
     return BulkDensity(xs, np.clip(out, 0.0, None), atom, eta, total, worst)

@@ -52,6 +52,62 @@ def moments_m1(Dv, w, G, inv_delta, with_jac, EF, JF):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def moments_c_m1(Dv, w, G, inv_delta, with_jac, EF, JF):
+    """``moments_m1`` for complex ``G``, ``EF``, ``JF``, in real arithmetic on the
+    real and imaginary parts (it vectorises); returns the number of singular nodes."""
+    N = Dv.shape[1]
+    g00_r = G[0, 0].real * inv_delta
+    g00_i = G[0, 0].imag * inv_delta
+    bad = 0
+    e0_r = 0.0
+    e0_i = 0.0
+    if with_jac:
+        t0_0_r = 0.0
+        t0_0_i = 0.0
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            m00_r = 1.0 + (d00 * g00_r)
+            m00_i = d00 * g00_i
+            det_r = m00_r * 1.0
+            det_i = m00_i * 1.0
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00 = 1.0 * d00
+            f00_r = x00 * rdet_r
+            f00_i = x00 * rdet_i
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            wf0_r = wi * f00_r
+            wf0_i = wi * f00_i
+            t0_0_r += wf0_r * f00_r - wf0_i * f00_i
+            t0_0_i += wf0_r * f00_i + wf0_i * f00_r
+    else:
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            m00_r = 1.0 + (d00 * g00_r)
+            m00_i = d00 * g00_i
+            det_r = m00_r * 1.0
+            det_i = m00_i * 1.0
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00 = 1.0 * d00
+            f00_r = x00 * rdet_r
+            f00_i = x00 * rdet_i
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+    EF[0, 0] += complex(e0_r, e0_i)
+    if with_jac:
+        JF[0, 0] += complex(t0_0_r, t0_0_i)
+    return bad
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 def spike_nodes_m1(Dv, G, Gp, inv_delta, Fv, FGFv):
     """``m = 1``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;
     returns the number of singular nodes."""
@@ -315,6 +371,151 @@ def moments_m2(Dv, w, G, inv_delta, with_jac, EF, JF):
         JF[2, 0] += t1_1
         JF[2, 1] += t1_2 + t1_2
         JF[2, 2] += t2_2
+    return bad
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def moments_c_m2(Dv, w, G, inv_delta, with_jac, EF, JF):
+    """``moments_m2`` for complex ``G``, ``EF``, ``JF``, in real arithmetic on the
+    real and imaginary parts (it vectorises); returns the number of singular nodes."""
+    N = Dv.shape[1]
+    g00_r = G[0, 0].real * inv_delta
+    g00_i = G[0, 0].imag * inv_delta
+    g01_r = G[0, 1].real * inv_delta
+    g01_i = G[0, 1].imag * inv_delta
+    g11_r = G[1, 1].real * inv_delta
+    g11_i = G[1, 1].imag * inv_delta
+    bad = 0
+    e0_r = 0.0
+    e0_i = 0.0
+    e1_r = 0.0
+    e1_i = 0.0
+    e2_r = 0.0
+    e2_i = 0.0
+    if with_jac:
+        t0_0_r = 0.0
+        t0_0_i = 0.0
+        t0_1_r = 0.0
+        t0_1_i = 0.0
+        t0_2_r = 0.0
+        t0_2_i = 0.0
+        t1_1_r = 0.0
+        t1_1_i = 0.0
+        t1_2_r = 0.0
+        t1_2_i = 0.0
+        t2_2_r = 0.0
+        t2_2_i = 0.0
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d11 = Dv[2, i]
+            m00_r = (1.0 + (d00 * g00_r)) + (d01 * g01_r)
+            m00_i = (d00 * g00_i) + (d01 * g01_i)
+            m01_r = (d00 * g01_r) + (d01 * g11_r)
+            m01_i = (d00 * g01_i) + (d01 * g11_i)
+            m10_r = (d01 * g00_r) + (d11 * g01_r)
+            m10_i = (d01 * g00_i) + (d11 * g01_i)
+            m11_r = (1.0 + (d01 * g01_r)) + (d11 * g11_r)
+            m11_i = (d01 * g01_i) + (d11 * g11_i)
+            det_r = (m00_r * m11_r - m00_i * m11_i) + (m01_r * (-m10_r) - m01_i * (-m10_i))
+            det_i = (m00_r * m11_i + m00_i * m11_r) + (m01_r * (-m10_i) + m01_i * (-m10_r))
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = (m11_r * d00) + ((-m01_r) * d01)
+            x00_i = (m11_i * d00) + ((-m01_i) * d01)
+            x01_r = (m11_r * d01) + ((-m01_r) * d11)
+            x01_i = (m11_i * d01) + ((-m01_i) * d11)
+            x10_r = ((-m10_r) * d00) + (m00_r * d01)
+            x10_i = ((-m10_i) * d00) + (m00_i * d01)
+            x11_r = ((-m10_r) * d01) + (m00_r * d11)
+            x11_i = ((-m10_i) * d01) + (m00_i * d11)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f11_r
+            e2_i += wi * f11_i
+            wf0_r = wi * f00_r
+            wf0_i = wi * f00_i
+            wf1_r = wi * f01_r
+            wf1_i = wi * f01_i
+            wf2_r = wi * f11_r
+            wf2_i = wi * f11_i
+            t0_0_r += wf0_r * f00_r - wf0_i * f00_i
+            t0_0_i += wf0_r * f00_i + wf0_i * f00_r
+            t0_1_r += wf0_r * f01_r - wf0_i * f01_i
+            t0_1_i += wf0_r * f01_i + wf0_i * f01_r
+            t0_2_r += wf0_r * f11_r - wf0_i * f11_i
+            t0_2_i += wf0_r * f11_i + wf0_i * f11_r
+            t1_1_r += wf1_r * f01_r - wf1_i * f01_i
+            t1_1_i += wf1_r * f01_i + wf1_i * f01_r
+            t1_2_r += wf1_r * f11_r - wf1_i * f11_i
+            t1_2_i += wf1_r * f11_i + wf1_i * f11_r
+            t2_2_r += wf2_r * f11_r - wf2_i * f11_i
+            t2_2_i += wf2_r * f11_i + wf2_i * f11_r
+    else:
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d11 = Dv[2, i]
+            m00_r = (1.0 + (d00 * g00_r)) + (d01 * g01_r)
+            m00_i = (d00 * g00_i) + (d01 * g01_i)
+            m01_r = (d00 * g01_r) + (d01 * g11_r)
+            m01_i = (d00 * g01_i) + (d01 * g11_i)
+            m10_r = (d01 * g00_r) + (d11 * g01_r)
+            m10_i = (d01 * g00_i) + (d11 * g01_i)
+            m11_r = (1.0 + (d01 * g01_r)) + (d11 * g11_r)
+            m11_i = (d01 * g01_i) + (d11 * g11_i)
+            det_r = (m00_r * m11_r - m00_i * m11_i) + (m01_r * (-m10_r) - m01_i * (-m10_i))
+            det_i = (m00_r * m11_i + m00_i * m11_r) + (m01_r * (-m10_i) + m01_i * (-m10_r))
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = (m11_r * d00) + ((-m01_r) * d01)
+            x00_i = (m11_i * d00) + ((-m01_i) * d01)
+            x01_r = (m11_r * d01) + ((-m01_r) * d11)
+            x01_i = (m11_i * d01) + ((-m01_i) * d11)
+            x10_r = ((-m10_r) * d00) + (m00_r * d01)
+            x10_i = ((-m10_i) * d00) + (m00_i * d01)
+            x11_r = ((-m10_r) * d01) + (m00_r * d11)
+            x11_i = ((-m10_i) * d01) + (m00_i * d11)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f11_r
+            e2_i += wi * f11_i
+    EF[0, 0] += complex(e0_r, e0_i)
+    EF[0, 1] += complex(e1_r, e1_i)
+    EF[1, 0] += complex(e1_r, e1_i)
+    EF[1, 1] += complex(e2_r, e2_i)
+    if with_jac:
+        JF[0, 0] += complex(t0_0_r, t0_0_i)
+        JF[0, 1] += complex(t0_1_r + t0_1_r, t0_1_i + t0_1_i)
+        JF[0, 2] += complex(t1_1_r, t1_1_i)
+        JF[1, 0] += complex(t0_1_r, t0_1_i)
+        JF[1, 1] += complex(t0_2_r + t1_1_r, t0_2_i + t1_1_i)
+        JF[1, 2] += complex(t1_2_r, t1_2_i)
+        JF[2, 0] += complex(t1_1_r, t1_1_i)
+        JF[2, 1] += complex(t1_2_r + t1_2_r, t1_2_i + t1_2_i)
+        JF[2, 2] += complex(t2_2_r, t2_2_i)
     return bad
 
 
@@ -920,6 +1121,375 @@ def moments_m3(Dv, w, G, inv_delta, with_jac, EF, JF):
         JF[5, 3] += t4_4
         JF[5, 4] += t4_5 + t4_5
         JF[5, 5] += t5_5
+    return bad
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def moments_c_m3(Dv, w, G, inv_delta, with_jac, EF, JF):
+    """``moments_m3`` for complex ``G``, ``EF``, ``JF``, in real arithmetic on the
+    real and imaginary parts (it vectorises); returns the number of singular nodes."""
+    N = Dv.shape[1]
+    g00_r = G[0, 0].real * inv_delta
+    g00_i = G[0, 0].imag * inv_delta
+    g01_r = G[0, 1].real * inv_delta
+    g01_i = G[0, 1].imag * inv_delta
+    g02_r = G[0, 2].real * inv_delta
+    g02_i = G[0, 2].imag * inv_delta
+    g11_r = G[1, 1].real * inv_delta
+    g11_i = G[1, 1].imag * inv_delta
+    g12_r = G[1, 2].real * inv_delta
+    g12_i = G[1, 2].imag * inv_delta
+    g22_r = G[2, 2].real * inv_delta
+    g22_i = G[2, 2].imag * inv_delta
+    bad = 0
+    e0_r = 0.0
+    e0_i = 0.0
+    e1_r = 0.0
+    e1_i = 0.0
+    e2_r = 0.0
+    e2_i = 0.0
+    e3_r = 0.0
+    e3_i = 0.0
+    e4_r = 0.0
+    e4_i = 0.0
+    e5_r = 0.0
+    e5_i = 0.0
+    if with_jac:
+        t0_0_r = 0.0
+        t0_0_i = 0.0
+        t0_1_r = 0.0
+        t0_1_i = 0.0
+        t0_2_r = 0.0
+        t0_2_i = 0.0
+        t0_3_r = 0.0
+        t0_3_i = 0.0
+        t0_4_r = 0.0
+        t0_4_i = 0.0
+        t0_5_r = 0.0
+        t0_5_i = 0.0
+        t1_1_r = 0.0
+        t1_1_i = 0.0
+        t1_2_r = 0.0
+        t1_2_i = 0.0
+        t1_3_r = 0.0
+        t1_3_i = 0.0
+        t1_4_r = 0.0
+        t1_4_i = 0.0
+        t1_5_r = 0.0
+        t1_5_i = 0.0
+        t2_2_r = 0.0
+        t2_2_i = 0.0
+        t2_3_r = 0.0
+        t2_3_i = 0.0
+        t2_4_r = 0.0
+        t2_4_i = 0.0
+        t2_5_r = 0.0
+        t2_5_i = 0.0
+        t3_3_r = 0.0
+        t3_3_i = 0.0
+        t3_4_r = 0.0
+        t3_4_i = 0.0
+        t3_5_r = 0.0
+        t3_5_i = 0.0
+        t4_4_r = 0.0
+        t4_4_i = 0.0
+        t4_5_r = 0.0
+        t4_5_i = 0.0
+        t5_5_r = 0.0
+        t5_5_i = 0.0
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d02 = Dv[2, i]
+            d11 = Dv[3, i]
+            d12 = Dv[4, i]
+            d22 = Dv[5, i]
+            m00_r = ((1.0 + (d00 * g00_r)) + (d01 * g01_r)) + (d02 * g02_r)
+            m00_i = ((d00 * g00_i) + (d01 * g01_i)) + (d02 * g02_i)
+            m01_r = ((d00 * g01_r) + (d01 * g11_r)) + (d02 * g12_r)
+            m01_i = ((d00 * g01_i) + (d01 * g11_i)) + (d02 * g12_i)
+            m02_r = ((d00 * g02_r) + (d01 * g12_r)) + (d02 * g22_r)
+            m02_i = ((d00 * g02_i) + (d01 * g12_i)) + (d02 * g22_i)
+            m10_r = ((d01 * g00_r) + (d11 * g01_r)) + (d12 * g02_r)
+            m10_i = ((d01 * g00_i) + (d11 * g01_i)) + (d12 * g02_i)
+            m11_r = ((1.0 + (d01 * g01_r)) + (d11 * g11_r)) + (d12 * g12_r)
+            m11_i = ((d01 * g01_i) + (d11 * g11_i)) + (d12 * g12_i)
+            m12_r = ((d01 * g02_r) + (d11 * g12_r)) + (d12 * g22_r)
+            m12_i = ((d01 * g02_i) + (d11 * g12_i)) + (d12 * g22_i)
+            m20_r = ((d02 * g00_r) + (d12 * g01_r)) + (d22 * g02_r)
+            m20_i = ((d02 * g00_i) + (d12 * g01_i)) + (d22 * g02_i)
+            m21_r = ((d02 * g01_r) + (d12 * g11_r)) + (d22 * g12_r)
+            m21_i = ((d02 * g01_i) + (d12 * g11_i)) + (d22 * g12_i)
+            m22_r = ((1.0 + (d02 * g02_r)) + (d12 * g12_r)) + (d22 * g22_r)
+            m22_i = ((d02 * g02_i) + (d12 * g12_i)) + (d22 * g22_i)
+            k0_r = (m11_r * m22_r - m11_i * m22_i) - (m12_r * m21_r - m12_i * m21_i)
+            k0_i = (m11_r * m22_i + m11_i * m22_r) - (m12_r * m21_i + m12_i * m21_r)
+            k1_r = (m10_r * m22_r - m10_i * m22_i) - (m12_r * m20_r - m12_i * m20_i)
+            k1_i = (m10_r * m22_i + m10_i * m22_r) - (m12_r * m20_i + m12_i * m20_r)
+            k2_r = (m10_r * m21_r - m10_i * m21_i) - (m11_r * m20_r - m11_i * m20_i)
+            k2_i = (m10_r * m21_i + m10_i * m21_r) - (m11_r * m20_i + m11_i * m20_r)
+            k3_r = (m01_r * m22_r - m01_i * m22_i) - (m02_r * m21_r - m02_i * m21_i)
+            k3_i = (m01_r * m22_i + m01_i * m22_r) - (m02_r * m21_i + m02_i * m21_r)
+            k4_r = (m00_r * m22_r - m00_i * m22_i) - (m02_r * m20_r - m02_i * m20_i)
+            k4_i = (m00_r * m22_i + m00_i * m22_r) - (m02_r * m20_i + m02_i * m20_r)
+            k5_r = (m00_r * m21_r - m00_i * m21_i) - (m01_r * m20_r - m01_i * m20_i)
+            k5_i = (m00_r * m21_i + m00_i * m21_r) - (m01_r * m20_i + m01_i * m20_r)
+            k6_r = (m01_r * m12_r - m01_i * m12_i) - (m02_r * m11_r - m02_i * m11_i)
+            k6_i = (m01_r * m12_i + m01_i * m12_r) - (m02_r * m11_i + m02_i * m11_r)
+            k7_r = (m00_r * m12_r - m00_i * m12_i) - (m02_r * m10_r - m02_i * m10_i)
+            k7_i = (m00_r * m12_i + m00_i * m12_r) - (m02_r * m10_i + m02_i * m10_r)
+            k8_r = (m00_r * m11_r - m00_i * m11_i) - (m01_r * m10_r - m01_i * m10_i)
+            k8_i = (m00_r * m11_i + m00_i * m11_r) - (m01_r * m10_i + m01_i * m10_r)
+            det_r = ((m00_r * k0_r - m00_i * k0_i) + (m01_r * (-k1_r) - m01_i * (-k1_i))) + (
+                m02_r * k2_r - m02_i * k2_i
+            )
+            det_i = ((m00_r * k0_i + m00_i * k0_r) + (m01_r * (-k1_i) + m01_i * (-k1_r))) + (
+                m02_r * k2_i + m02_i * k2_r
+            )
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = ((k0_r * d00) + ((-k3_r) * d01)) + (k6_r * d02)
+            x00_i = ((k0_i * d00) + ((-k3_i) * d01)) + (k6_i * d02)
+            x01_r = ((k0_r * d01) + ((-k3_r) * d11)) + (k6_r * d12)
+            x01_i = ((k0_i * d01) + ((-k3_i) * d11)) + (k6_i * d12)
+            x02_r = ((k0_r * d02) + ((-k3_r) * d12)) + (k6_r * d22)
+            x02_i = ((k0_i * d02) + ((-k3_i) * d12)) + (k6_i * d22)
+            x10_r = (((-k1_r) * d00) + (k4_r * d01)) + ((-k7_r) * d02)
+            x10_i = (((-k1_i) * d00) + (k4_i * d01)) + ((-k7_i) * d02)
+            x11_r = (((-k1_r) * d01) + (k4_r * d11)) + ((-k7_r) * d12)
+            x11_i = (((-k1_i) * d01) + (k4_i * d11)) + ((-k7_i) * d12)
+            x12_r = (((-k1_r) * d02) + (k4_r * d12)) + ((-k7_r) * d22)
+            x12_i = (((-k1_i) * d02) + (k4_i * d12)) + ((-k7_i) * d22)
+            x20_r = ((k2_r * d00) + ((-k5_r) * d01)) + (k8_r * d02)
+            x20_i = ((k2_i * d00) + ((-k5_i) * d01)) + (k8_i * d02)
+            x21_r = ((k2_r * d01) + ((-k5_r) * d11)) + (k8_r * d12)
+            x21_i = ((k2_i * d01) + ((-k5_i) * d11)) + (k8_i * d12)
+            x22_r = ((k2_r * d02) + ((-k5_r) * d12)) + (k8_r * d22)
+            x22_i = ((k2_i * d02) + ((-k5_i) * d12)) + (k8_i * d22)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f02_r = (0.5 * (x02_r + x20_r)) * rdet_r - (0.5 * (x02_i + x20_i)) * rdet_i
+            f02_i = (0.5 * (x02_r + x20_r)) * rdet_i + (0.5 * (x02_i + x20_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            f12_r = (0.5 * (x12_r + x21_r)) * rdet_r - (0.5 * (x12_i + x21_i)) * rdet_i
+            f12_i = (0.5 * (x12_r + x21_r)) * rdet_i + (0.5 * (x12_i + x21_i)) * rdet_r
+            f22_r = x22_r * rdet_r - x22_i * rdet_i
+            f22_i = x22_r * rdet_i + x22_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f02_r
+            e2_i += wi * f02_i
+            e3_r += wi * f11_r
+            e3_i += wi * f11_i
+            e4_r += wi * f12_r
+            e4_i += wi * f12_i
+            e5_r += wi * f22_r
+            e5_i += wi * f22_i
+            wf0_r = wi * f00_r
+            wf0_i = wi * f00_i
+            wf1_r = wi * f01_r
+            wf1_i = wi * f01_i
+            wf2_r = wi * f02_r
+            wf2_i = wi * f02_i
+            wf3_r = wi * f11_r
+            wf3_i = wi * f11_i
+            wf4_r = wi * f12_r
+            wf4_i = wi * f12_i
+            wf5_r = wi * f22_r
+            wf5_i = wi * f22_i
+            t0_0_r += wf0_r * f00_r - wf0_i * f00_i
+            t0_0_i += wf0_r * f00_i + wf0_i * f00_r
+            t0_1_r += wf0_r * f01_r - wf0_i * f01_i
+            t0_1_i += wf0_r * f01_i + wf0_i * f01_r
+            t0_2_r += wf0_r * f02_r - wf0_i * f02_i
+            t0_2_i += wf0_r * f02_i + wf0_i * f02_r
+            t0_3_r += wf0_r * f11_r - wf0_i * f11_i
+            t0_3_i += wf0_r * f11_i + wf0_i * f11_r
+            t0_4_r += wf0_r * f12_r - wf0_i * f12_i
+            t0_4_i += wf0_r * f12_i + wf0_i * f12_r
+            t0_5_r += wf0_r * f22_r - wf0_i * f22_i
+            t0_5_i += wf0_r * f22_i + wf0_i * f22_r
+            t1_1_r += wf1_r * f01_r - wf1_i * f01_i
+            t1_1_i += wf1_r * f01_i + wf1_i * f01_r
+            t1_2_r += wf1_r * f02_r - wf1_i * f02_i
+            t1_2_i += wf1_r * f02_i + wf1_i * f02_r
+            t1_3_r += wf1_r * f11_r - wf1_i * f11_i
+            t1_3_i += wf1_r * f11_i + wf1_i * f11_r
+            t1_4_r += wf1_r * f12_r - wf1_i * f12_i
+            t1_4_i += wf1_r * f12_i + wf1_i * f12_r
+            t1_5_r += wf1_r * f22_r - wf1_i * f22_i
+            t1_5_i += wf1_r * f22_i + wf1_i * f22_r
+            t2_2_r += wf2_r * f02_r - wf2_i * f02_i
+            t2_2_i += wf2_r * f02_i + wf2_i * f02_r
+            t2_3_r += wf2_r * f11_r - wf2_i * f11_i
+            t2_3_i += wf2_r * f11_i + wf2_i * f11_r
+            t2_4_r += wf2_r * f12_r - wf2_i * f12_i
+            t2_4_i += wf2_r * f12_i + wf2_i * f12_r
+            t2_5_r += wf2_r * f22_r - wf2_i * f22_i
+            t2_5_i += wf2_r * f22_i + wf2_i * f22_r
+            t3_3_r += wf3_r * f11_r - wf3_i * f11_i
+            t3_3_i += wf3_r * f11_i + wf3_i * f11_r
+            t3_4_r += wf3_r * f12_r - wf3_i * f12_i
+            t3_4_i += wf3_r * f12_i + wf3_i * f12_r
+            t3_5_r += wf3_r * f22_r - wf3_i * f22_i
+            t3_5_i += wf3_r * f22_i + wf3_i * f22_r
+            t4_4_r += wf4_r * f12_r - wf4_i * f12_i
+            t4_4_i += wf4_r * f12_i + wf4_i * f12_r
+            t4_5_r += wf4_r * f22_r - wf4_i * f22_i
+            t4_5_i += wf4_r * f22_i + wf4_i * f22_r
+            t5_5_r += wf5_r * f22_r - wf5_i * f22_i
+            t5_5_i += wf5_r * f22_i + wf5_i * f22_r
+    else:
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d02 = Dv[2, i]
+            d11 = Dv[3, i]
+            d12 = Dv[4, i]
+            d22 = Dv[5, i]
+            m00_r = ((1.0 + (d00 * g00_r)) + (d01 * g01_r)) + (d02 * g02_r)
+            m00_i = ((d00 * g00_i) + (d01 * g01_i)) + (d02 * g02_i)
+            m01_r = ((d00 * g01_r) + (d01 * g11_r)) + (d02 * g12_r)
+            m01_i = ((d00 * g01_i) + (d01 * g11_i)) + (d02 * g12_i)
+            m02_r = ((d00 * g02_r) + (d01 * g12_r)) + (d02 * g22_r)
+            m02_i = ((d00 * g02_i) + (d01 * g12_i)) + (d02 * g22_i)
+            m10_r = ((d01 * g00_r) + (d11 * g01_r)) + (d12 * g02_r)
+            m10_i = ((d01 * g00_i) + (d11 * g01_i)) + (d12 * g02_i)
+            m11_r = ((1.0 + (d01 * g01_r)) + (d11 * g11_r)) + (d12 * g12_r)
+            m11_i = ((d01 * g01_i) + (d11 * g11_i)) + (d12 * g12_i)
+            m12_r = ((d01 * g02_r) + (d11 * g12_r)) + (d12 * g22_r)
+            m12_i = ((d01 * g02_i) + (d11 * g12_i)) + (d12 * g22_i)
+            m20_r = ((d02 * g00_r) + (d12 * g01_r)) + (d22 * g02_r)
+            m20_i = ((d02 * g00_i) + (d12 * g01_i)) + (d22 * g02_i)
+            m21_r = ((d02 * g01_r) + (d12 * g11_r)) + (d22 * g12_r)
+            m21_i = ((d02 * g01_i) + (d12 * g11_i)) + (d22 * g12_i)
+            m22_r = ((1.0 + (d02 * g02_r)) + (d12 * g12_r)) + (d22 * g22_r)
+            m22_i = ((d02 * g02_i) + (d12 * g12_i)) + (d22 * g22_i)
+            k0_r = (m11_r * m22_r - m11_i * m22_i) - (m12_r * m21_r - m12_i * m21_i)
+            k0_i = (m11_r * m22_i + m11_i * m22_r) - (m12_r * m21_i + m12_i * m21_r)
+            k1_r = (m10_r * m22_r - m10_i * m22_i) - (m12_r * m20_r - m12_i * m20_i)
+            k1_i = (m10_r * m22_i + m10_i * m22_r) - (m12_r * m20_i + m12_i * m20_r)
+            k2_r = (m10_r * m21_r - m10_i * m21_i) - (m11_r * m20_r - m11_i * m20_i)
+            k2_i = (m10_r * m21_i + m10_i * m21_r) - (m11_r * m20_i + m11_i * m20_r)
+            k3_r = (m01_r * m22_r - m01_i * m22_i) - (m02_r * m21_r - m02_i * m21_i)
+            k3_i = (m01_r * m22_i + m01_i * m22_r) - (m02_r * m21_i + m02_i * m21_r)
+            k4_r = (m00_r * m22_r - m00_i * m22_i) - (m02_r * m20_r - m02_i * m20_i)
+            k4_i = (m00_r * m22_i + m00_i * m22_r) - (m02_r * m20_i + m02_i * m20_r)
+            k5_r = (m00_r * m21_r - m00_i * m21_i) - (m01_r * m20_r - m01_i * m20_i)
+            k5_i = (m00_r * m21_i + m00_i * m21_r) - (m01_r * m20_i + m01_i * m20_r)
+            k6_r = (m01_r * m12_r - m01_i * m12_i) - (m02_r * m11_r - m02_i * m11_i)
+            k6_i = (m01_r * m12_i + m01_i * m12_r) - (m02_r * m11_i + m02_i * m11_r)
+            k7_r = (m00_r * m12_r - m00_i * m12_i) - (m02_r * m10_r - m02_i * m10_i)
+            k7_i = (m00_r * m12_i + m00_i * m12_r) - (m02_r * m10_i + m02_i * m10_r)
+            k8_r = (m00_r * m11_r - m00_i * m11_i) - (m01_r * m10_r - m01_i * m10_i)
+            k8_i = (m00_r * m11_i + m00_i * m11_r) - (m01_r * m10_i + m01_i * m10_r)
+            det_r = ((m00_r * k0_r - m00_i * k0_i) + (m01_r * (-k1_r) - m01_i * (-k1_i))) + (
+                m02_r * k2_r - m02_i * k2_i
+            )
+            det_i = ((m00_r * k0_i + m00_i * k0_r) + (m01_r * (-k1_i) + m01_i * (-k1_r))) + (
+                m02_r * k2_i + m02_i * k2_r
+            )
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = ((k0_r * d00) + ((-k3_r) * d01)) + (k6_r * d02)
+            x00_i = ((k0_i * d00) + ((-k3_i) * d01)) + (k6_i * d02)
+            x01_r = ((k0_r * d01) + ((-k3_r) * d11)) + (k6_r * d12)
+            x01_i = ((k0_i * d01) + ((-k3_i) * d11)) + (k6_i * d12)
+            x02_r = ((k0_r * d02) + ((-k3_r) * d12)) + (k6_r * d22)
+            x02_i = ((k0_i * d02) + ((-k3_i) * d12)) + (k6_i * d22)
+            x10_r = (((-k1_r) * d00) + (k4_r * d01)) + ((-k7_r) * d02)
+            x10_i = (((-k1_i) * d00) + (k4_i * d01)) + ((-k7_i) * d02)
+            x11_r = (((-k1_r) * d01) + (k4_r * d11)) + ((-k7_r) * d12)
+            x11_i = (((-k1_i) * d01) + (k4_i * d11)) + ((-k7_i) * d12)
+            x12_r = (((-k1_r) * d02) + (k4_r * d12)) + ((-k7_r) * d22)
+            x12_i = (((-k1_i) * d02) + (k4_i * d12)) + ((-k7_i) * d22)
+            x20_r = ((k2_r * d00) + ((-k5_r) * d01)) + (k8_r * d02)
+            x20_i = ((k2_i * d00) + ((-k5_i) * d01)) + (k8_i * d02)
+            x21_r = ((k2_r * d01) + ((-k5_r) * d11)) + (k8_r * d12)
+            x21_i = ((k2_i * d01) + ((-k5_i) * d11)) + (k8_i * d12)
+            x22_r = ((k2_r * d02) + ((-k5_r) * d12)) + (k8_r * d22)
+            x22_i = ((k2_i * d02) + ((-k5_i) * d12)) + (k8_i * d22)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f02_r = (0.5 * (x02_r + x20_r)) * rdet_r - (0.5 * (x02_i + x20_i)) * rdet_i
+            f02_i = (0.5 * (x02_r + x20_r)) * rdet_i + (0.5 * (x02_i + x20_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            f12_r = (0.5 * (x12_r + x21_r)) * rdet_r - (0.5 * (x12_i + x21_i)) * rdet_i
+            f12_i = (0.5 * (x12_r + x21_r)) * rdet_i + (0.5 * (x12_i + x21_i)) * rdet_r
+            f22_r = x22_r * rdet_r - x22_i * rdet_i
+            f22_i = x22_r * rdet_i + x22_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f02_r
+            e2_i += wi * f02_i
+            e3_r += wi * f11_r
+            e3_i += wi * f11_i
+            e4_r += wi * f12_r
+            e4_i += wi * f12_i
+            e5_r += wi * f22_r
+            e5_i += wi * f22_i
+    EF[0, 0] += complex(e0_r, e0_i)
+    EF[0, 1] += complex(e1_r, e1_i)
+    EF[1, 0] += complex(e1_r, e1_i)
+    EF[0, 2] += complex(e2_r, e2_i)
+    EF[2, 0] += complex(e2_r, e2_i)
+    EF[1, 1] += complex(e3_r, e3_i)
+    EF[1, 2] += complex(e4_r, e4_i)
+    EF[2, 1] += complex(e4_r, e4_i)
+    EF[2, 2] += complex(e5_r, e5_i)
+    if with_jac:
+        JF[0, 0] += complex(t0_0_r, t0_0_i)
+        JF[0, 1] += complex(t0_1_r + t0_1_r, t0_1_i + t0_1_i)
+        JF[0, 2] += complex(t0_2_r + t0_2_r, t0_2_i + t0_2_i)
+        JF[0, 3] += complex(t1_1_r, t1_1_i)
+        JF[0, 4] += complex(t1_2_r + t1_2_r, t1_2_i + t1_2_i)
+        JF[0, 5] += complex(t2_2_r, t2_2_i)
+        JF[1, 0] += complex(t0_1_r, t0_1_i)
+        JF[1, 1] += complex(t0_3_r + t1_1_r, t0_3_i + t1_1_i)
+        JF[1, 2] += complex(t0_4_r + t1_2_r, t0_4_i + t1_2_i)
+        JF[1, 3] += complex(t1_3_r, t1_3_i)
+        JF[1, 4] += complex(t1_4_r + t2_3_r, t1_4_i + t2_3_i)
+        JF[1, 5] += complex(t2_4_r, t2_4_i)
+        JF[2, 0] += complex(t0_2_r, t0_2_i)
+        JF[2, 1] += complex(t0_4_r + t1_2_r, t0_4_i + t1_2_i)
+        JF[2, 2] += complex(t0_5_r + t2_2_r, t0_5_i + t2_2_i)
+        JF[2, 3] += complex(t1_4_r, t1_4_i)
+        JF[2, 4] += complex(t1_5_r + t2_4_r, t1_5_i + t2_4_i)
+        JF[2, 5] += complex(t2_5_r, t2_5_i)
+        JF[3, 0] += complex(t1_1_r, t1_1_i)
+        JF[3, 1] += complex(t1_3_r + t1_3_r, t1_3_i + t1_3_i)
+        JF[3, 2] += complex(t1_4_r + t1_4_r, t1_4_i + t1_4_i)
+        JF[3, 3] += complex(t3_3_r, t3_3_i)
+        JF[3, 4] += complex(t3_4_r + t3_4_r, t3_4_i + t3_4_i)
+        JF[3, 5] += complex(t4_4_r, t4_4_i)
+        JF[4, 0] += complex(t1_2_r, t1_2_i)
+        JF[4, 1] += complex(t1_4_r + t2_3_r, t1_4_i + t2_3_i)
+        JF[4, 2] += complex(t1_5_r + t2_4_r, t1_5_i + t2_4_i)
+        JF[4, 3] += complex(t3_4_r, t3_4_i)
+        JF[4, 4] += complex(t3_5_r + t4_4_r, t3_5_i + t4_4_i)
+        JF[4, 5] += complex(t4_5_r, t4_5_i)
+        JF[5, 0] += complex(t2_2_r, t2_2_i)
+        JF[5, 1] += complex(t2_4_r + t2_4_r, t2_4_i + t2_4_i)
+        JF[5, 2] += complex(t2_5_r + t2_5_r, t2_5_i + t2_5_i)
+        JF[5, 3] += complex(t4_4_r, t4_4_i)
+        JF[5, 4] += complex(t4_5_r + t4_5_r, t4_5_i + t4_5_i)
+        JF[5, 5] += complex(t5_5_r, t5_5_i)
     return bad
 
 
@@ -1669,6 +2239,456 @@ def spike_sums_m3_k6(Dv, ZZ, G, Gp, inv_delta, Y):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def spike_sums_m3_k10(Dv, ZZ, G, Gp, inv_delta, Y):
+    """``m = 3``, 10 weight rows ``ZZ[k, i]``: ``Y[k, u] = sum_i ZZ[k, i] vech(F_i)_u``
+    and ``Y[k, p + u] = sum_i ZZ[k, i] vech(F_i Gp F_i)_u``; returns the number of singular
+    nodes."""
+    N = Dv.shape[1]
+    g00 = G[0, 0] * inv_delta
+    g01 = G[0, 1] * inv_delta
+    g02 = G[0, 2] * inv_delta
+    g11 = G[1, 1] * inv_delta
+    g12 = G[1, 2] * inv_delta
+    g22 = G[2, 2] * inv_delta
+    h00 = Gp[0, 0]
+    h01 = Gp[0, 1]
+    h02 = Gp[0, 2]
+    h11 = Gp[1, 1]
+    h12 = Gp[1, 2]
+    h22 = Gp[2, 2]
+    s0_0 = 0.0
+    s0_1 = 0.0
+    s0_2 = 0.0
+    s0_3 = 0.0
+    s0_4 = 0.0
+    s0_5 = 0.0
+    s0_6 = 0.0
+    s0_7 = 0.0
+    s0_8 = 0.0
+    s0_9 = 0.0
+    s0_10 = 0.0
+    s0_11 = 0.0
+    s1_0 = 0.0
+    s1_1 = 0.0
+    s1_2 = 0.0
+    s1_3 = 0.0
+    s1_4 = 0.0
+    s1_5 = 0.0
+    s1_6 = 0.0
+    s1_7 = 0.0
+    s1_8 = 0.0
+    s1_9 = 0.0
+    s1_10 = 0.0
+    s1_11 = 0.0
+    s2_0 = 0.0
+    s2_1 = 0.0
+    s2_2 = 0.0
+    s2_3 = 0.0
+    s2_4 = 0.0
+    s2_5 = 0.0
+    s2_6 = 0.0
+    s2_7 = 0.0
+    s2_8 = 0.0
+    s2_9 = 0.0
+    s2_10 = 0.0
+    s2_11 = 0.0
+    s3_0 = 0.0
+    s3_1 = 0.0
+    s3_2 = 0.0
+    s3_3 = 0.0
+    s3_4 = 0.0
+    s3_5 = 0.0
+    s3_6 = 0.0
+    s3_7 = 0.0
+    s3_8 = 0.0
+    s3_9 = 0.0
+    s3_10 = 0.0
+    s3_11 = 0.0
+    s4_0 = 0.0
+    s4_1 = 0.0
+    s4_2 = 0.0
+    s4_3 = 0.0
+    s4_4 = 0.0
+    s4_5 = 0.0
+    s4_6 = 0.0
+    s4_7 = 0.0
+    s4_8 = 0.0
+    s4_9 = 0.0
+    s4_10 = 0.0
+    s4_11 = 0.0
+    s5_0 = 0.0
+    s5_1 = 0.0
+    s5_2 = 0.0
+    s5_3 = 0.0
+    s5_4 = 0.0
+    s5_5 = 0.0
+    s5_6 = 0.0
+    s5_7 = 0.0
+    s5_8 = 0.0
+    s5_9 = 0.0
+    s5_10 = 0.0
+    s5_11 = 0.0
+    s6_0 = 0.0
+    s6_1 = 0.0
+    s6_2 = 0.0
+    s6_3 = 0.0
+    s6_4 = 0.0
+    s6_5 = 0.0
+    s6_6 = 0.0
+    s6_7 = 0.0
+    s6_8 = 0.0
+    s6_9 = 0.0
+    s6_10 = 0.0
+    s6_11 = 0.0
+    s7_0 = 0.0
+    s7_1 = 0.0
+    s7_2 = 0.0
+    s7_3 = 0.0
+    s7_4 = 0.0
+    s7_5 = 0.0
+    s7_6 = 0.0
+    s7_7 = 0.0
+    s7_8 = 0.0
+    s7_9 = 0.0
+    s7_10 = 0.0
+    s7_11 = 0.0
+    s8_0 = 0.0
+    s8_1 = 0.0
+    s8_2 = 0.0
+    s8_3 = 0.0
+    s8_4 = 0.0
+    s8_5 = 0.0
+    s8_6 = 0.0
+    s8_7 = 0.0
+    s8_8 = 0.0
+    s8_9 = 0.0
+    s8_10 = 0.0
+    s8_11 = 0.0
+    s9_0 = 0.0
+    s9_1 = 0.0
+    s9_2 = 0.0
+    s9_3 = 0.0
+    s9_4 = 0.0
+    s9_5 = 0.0
+    s9_6 = 0.0
+    s9_7 = 0.0
+    s9_8 = 0.0
+    s9_9 = 0.0
+    s9_10 = 0.0
+    s9_11 = 0.0
+    bad = 0
+    for i in range(N):
+        d00 = Dv[0, i]
+        d01 = Dv[1, i]
+        d02 = Dv[2, i]
+        d11 = Dv[3, i]
+        d12 = Dv[4, i]
+        d22 = Dv[5, i]
+        m00 = 1.0 + d00 * g00 + d01 * g01 + d02 * g02
+        m01 = d00 * g01 + d01 * g11 + d02 * g12
+        m02 = d00 * g02 + d01 * g12 + d02 * g22
+        m10 = d01 * g00 + d11 * g01 + d12 * g02
+        m11 = 1.0 + d01 * g01 + d11 * g11 + d12 * g12
+        m12 = d01 * g02 + d11 * g12 + d12 * g22
+        m20 = d02 * g00 + d12 * g01 + d22 * g02
+        m21 = d02 * g01 + d12 * g11 + d22 * g12
+        m22 = 1.0 + d02 * g02 + d12 * g12 + d22 * g22
+        k0 = m11 * m22 - m12 * m21
+        k1 = m10 * m22 - m12 * m20
+        k2 = m10 * m21 - m11 * m20
+        k3 = m01 * m22 - m02 * m21
+        k4 = m00 * m22 - m02 * m20
+        k5 = m00 * m21 - m01 * m20
+        k6 = m01 * m12 - m02 * m11
+        k7 = m00 * m12 - m02 * m10
+        k8 = m00 * m11 - m01 * m10
+        det = m00 * k0 + m01 * (-k1) + m02 * k2
+        rdet = 1.0 / det
+        x00 = k0 * d00 + (-k3) * d01 + k6 * d02
+        x01 = k0 * d01 + (-k3) * d11 + k6 * d12
+        x02 = k0 * d02 + (-k3) * d12 + k6 * d22
+        x10 = (-k1) * d00 + k4 * d01 + (-k7) * d02
+        x11 = (-k1) * d01 + k4 * d11 + (-k7) * d12
+        x12 = (-k1) * d02 + k4 * d12 + (-k7) * d22
+        x20 = k2 * d00 + (-k5) * d01 + k8 * d02
+        x21 = k2 * d01 + (-k5) * d11 + k8 * d12
+        x22 = k2 * d02 + (-k5) * d12 + k8 * d22
+        f00 = x00 * rdet
+        f01 = 0.5 * (x01 + x10) * rdet
+        f02 = 0.5 * (x02 + x20) * rdet
+        f11 = x11 * rdet
+        f12 = 0.5 * (x12 + x21) * rdet
+        f22 = x22 * rdet
+        bad += det == 0.0
+        y00 = h00 * f00 + h01 * f01 + h02 * f02
+        y01 = h00 * f01 + h01 * f11 + h02 * f12
+        y02 = h00 * f02 + h01 * f12 + h02 * f22
+        y10 = h01 * f00 + h11 * f01 + h12 * f02
+        y11 = h01 * f01 + h11 * f11 + h12 * f12
+        y12 = h01 * f02 + h11 * f12 + h12 * f22
+        y20 = h02 * f00 + h12 * f01 + h22 * f02
+        y21 = h02 * f01 + h12 * f11 + h22 * f12
+        y22 = h02 * f02 + h12 * f12 + h22 * f22
+        q0 = f00 * y00 + f01 * y10 + f02 * y20
+        q1 = f00 * y01 + f01 * y11 + f02 * y21
+        q2 = f00 * y02 + f01 * y12 + f02 * y22
+        q3 = f01 * y01 + f11 * y11 + f12 * y21
+        q4 = f01 * y02 + f11 * y12 + f12 * y22
+        q5 = f02 * y02 + f12 * y12 + f22 * y22
+        z0 = ZZ[0, i]
+        s0_0 += z0 * f00
+        s0_6 += z0 * q0
+        s0_1 += z0 * f01
+        s0_7 += z0 * q1
+        s0_2 += z0 * f02
+        s0_8 += z0 * q2
+        s0_3 += z0 * f11
+        s0_9 += z0 * q3
+        s0_4 += z0 * f12
+        s0_10 += z0 * q4
+        s0_5 += z0 * f22
+        s0_11 += z0 * q5
+        z1 = ZZ[1, i]
+        s1_0 += z1 * f00
+        s1_6 += z1 * q0
+        s1_1 += z1 * f01
+        s1_7 += z1 * q1
+        s1_2 += z1 * f02
+        s1_8 += z1 * q2
+        s1_3 += z1 * f11
+        s1_9 += z1 * q3
+        s1_4 += z1 * f12
+        s1_10 += z1 * q4
+        s1_5 += z1 * f22
+        s1_11 += z1 * q5
+        z2 = ZZ[2, i]
+        s2_0 += z2 * f00
+        s2_6 += z2 * q0
+        s2_1 += z2 * f01
+        s2_7 += z2 * q1
+        s2_2 += z2 * f02
+        s2_8 += z2 * q2
+        s2_3 += z2 * f11
+        s2_9 += z2 * q3
+        s2_4 += z2 * f12
+        s2_10 += z2 * q4
+        s2_5 += z2 * f22
+        s2_11 += z2 * q5
+        z3 = ZZ[3, i]
+        s3_0 += z3 * f00
+        s3_6 += z3 * q0
+        s3_1 += z3 * f01
+        s3_7 += z3 * q1
+        s3_2 += z3 * f02
+        s3_8 += z3 * q2
+        s3_3 += z3 * f11
+        s3_9 += z3 * q3
+        s3_4 += z3 * f12
+        s3_10 += z3 * q4
+        s3_5 += z3 * f22
+        s3_11 += z3 * q5
+        z4 = ZZ[4, i]
+        s4_0 += z4 * f00
+        s4_6 += z4 * q0
+        s4_1 += z4 * f01
+        s4_7 += z4 * q1
+        s4_2 += z4 * f02
+        s4_8 += z4 * q2
+        s4_3 += z4 * f11
+        s4_9 += z4 * q3
+        s4_4 += z4 * f12
+        s4_10 += z4 * q4
+        s4_5 += z4 * f22
+        s4_11 += z4 * q5
+        z5 = ZZ[5, i]
+        s5_0 += z5 * f00
+        s5_6 += z5 * q0
+        s5_1 += z5 * f01
+        s5_7 += z5 * q1
+        s5_2 += z5 * f02
+        s5_8 += z5 * q2
+        s5_3 += z5 * f11
+        s5_9 += z5 * q3
+        s5_4 += z5 * f12
+        s5_10 += z5 * q4
+        s5_5 += z5 * f22
+        s5_11 += z5 * q5
+        z6 = ZZ[6, i]
+        s6_0 += z6 * f00
+        s6_6 += z6 * q0
+        s6_1 += z6 * f01
+        s6_7 += z6 * q1
+        s6_2 += z6 * f02
+        s6_8 += z6 * q2
+        s6_3 += z6 * f11
+        s6_9 += z6 * q3
+        s6_4 += z6 * f12
+        s6_10 += z6 * q4
+        s6_5 += z6 * f22
+        s6_11 += z6 * q5
+        z7 = ZZ[7, i]
+        s7_0 += z7 * f00
+        s7_6 += z7 * q0
+        s7_1 += z7 * f01
+        s7_7 += z7 * q1
+        s7_2 += z7 * f02
+        s7_8 += z7 * q2
+        s7_3 += z7 * f11
+        s7_9 += z7 * q3
+        s7_4 += z7 * f12
+        s7_10 += z7 * q4
+        s7_5 += z7 * f22
+        s7_11 += z7 * q5
+        z8 = ZZ[8, i]
+        s8_0 += z8 * f00
+        s8_6 += z8 * q0
+        s8_1 += z8 * f01
+        s8_7 += z8 * q1
+        s8_2 += z8 * f02
+        s8_8 += z8 * q2
+        s8_3 += z8 * f11
+        s8_9 += z8 * q3
+        s8_4 += z8 * f12
+        s8_10 += z8 * q4
+        s8_5 += z8 * f22
+        s8_11 += z8 * q5
+        z9 = ZZ[9, i]
+        s9_0 += z9 * f00
+        s9_6 += z9 * q0
+        s9_1 += z9 * f01
+        s9_7 += z9 * q1
+        s9_2 += z9 * f02
+        s9_8 += z9 * q2
+        s9_3 += z9 * f11
+        s9_9 += z9 * q3
+        s9_4 += z9 * f12
+        s9_10 += z9 * q4
+        s9_5 += z9 * f22
+        s9_11 += z9 * q5
+    Y[0, 0] = s0_0
+    Y[0, 1] = s0_1
+    Y[0, 2] = s0_2
+    Y[0, 3] = s0_3
+    Y[0, 4] = s0_4
+    Y[0, 5] = s0_5
+    Y[0, 6] = s0_6
+    Y[0, 7] = s0_7
+    Y[0, 8] = s0_8
+    Y[0, 9] = s0_9
+    Y[0, 10] = s0_10
+    Y[0, 11] = s0_11
+    Y[1, 0] = s1_0
+    Y[1, 1] = s1_1
+    Y[1, 2] = s1_2
+    Y[1, 3] = s1_3
+    Y[1, 4] = s1_4
+    Y[1, 5] = s1_5
+    Y[1, 6] = s1_6
+    Y[1, 7] = s1_7
+    Y[1, 8] = s1_8
+    Y[1, 9] = s1_9
+    Y[1, 10] = s1_10
+    Y[1, 11] = s1_11
+    Y[2, 0] = s2_0
+    Y[2, 1] = s2_1
+    Y[2, 2] = s2_2
+    Y[2, 3] = s2_3
+    Y[2, 4] = s2_4
+    Y[2, 5] = s2_5
+    Y[2, 6] = s2_6
+    Y[2, 7] = s2_7
+    Y[2, 8] = s2_8
+    Y[2, 9] = s2_9
+    Y[2, 10] = s2_10
+    Y[2, 11] = s2_11
+    Y[3, 0] = s3_0
+    Y[3, 1] = s3_1
+    Y[3, 2] = s3_2
+    Y[3, 3] = s3_3
+    Y[3, 4] = s3_4
+    Y[3, 5] = s3_5
+    Y[3, 6] = s3_6
+    Y[3, 7] = s3_7
+    Y[3, 8] = s3_8
+    Y[3, 9] = s3_9
+    Y[3, 10] = s3_10
+    Y[3, 11] = s3_11
+    Y[4, 0] = s4_0
+    Y[4, 1] = s4_1
+    Y[4, 2] = s4_2
+    Y[4, 3] = s4_3
+    Y[4, 4] = s4_4
+    Y[4, 5] = s4_5
+    Y[4, 6] = s4_6
+    Y[4, 7] = s4_7
+    Y[4, 8] = s4_8
+    Y[4, 9] = s4_9
+    Y[4, 10] = s4_10
+    Y[4, 11] = s4_11
+    Y[5, 0] = s5_0
+    Y[5, 1] = s5_1
+    Y[5, 2] = s5_2
+    Y[5, 3] = s5_3
+    Y[5, 4] = s5_4
+    Y[5, 5] = s5_5
+    Y[5, 6] = s5_6
+    Y[5, 7] = s5_7
+    Y[5, 8] = s5_8
+    Y[5, 9] = s5_9
+    Y[5, 10] = s5_10
+    Y[5, 11] = s5_11
+    Y[6, 0] = s6_0
+    Y[6, 1] = s6_1
+    Y[6, 2] = s6_2
+    Y[6, 3] = s6_3
+    Y[6, 4] = s6_4
+    Y[6, 5] = s6_5
+    Y[6, 6] = s6_6
+    Y[6, 7] = s6_7
+    Y[6, 8] = s6_8
+    Y[6, 9] = s6_9
+    Y[6, 10] = s6_10
+    Y[6, 11] = s6_11
+    Y[7, 0] = s7_0
+    Y[7, 1] = s7_1
+    Y[7, 2] = s7_2
+    Y[7, 3] = s7_3
+    Y[7, 4] = s7_4
+    Y[7, 5] = s7_5
+    Y[7, 6] = s7_6
+    Y[7, 7] = s7_7
+    Y[7, 8] = s7_8
+    Y[7, 9] = s7_9
+    Y[7, 10] = s7_10
+    Y[7, 11] = s7_11
+    Y[8, 0] = s8_0
+    Y[8, 1] = s8_1
+    Y[8, 2] = s8_2
+    Y[8, 3] = s8_3
+    Y[8, 4] = s8_4
+    Y[8, 5] = s8_5
+    Y[8, 6] = s8_6
+    Y[8, 7] = s8_7
+    Y[8, 8] = s8_8
+    Y[8, 9] = s8_9
+    Y[8, 10] = s8_10
+    Y[8, 11] = s8_11
+    Y[9, 0] = s9_0
+    Y[9, 1] = s9_1
+    Y[9, 2] = s9_2
+    Y[9, 3] = s9_3
+    Y[9, 4] = s9_4
+    Y[9, 5] = s9_5
+    Y[9, 6] = s9_6
+    Y[9, 7] = s9_7
+    Y[9, 8] = s9_8
+    Y[9, 9] = s9_9
+    Y[9, 10] = s9_10
+    Y[9, 11] = s9_11
+    return bad
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 def moments_m4(Dv, w, G, inv_delta, with_jac, EF, JF):
     """``mp_moments`` for ``m = 4``: adds ``E[F]`` to ``EF`` and, if ``with_jac``, the
     Jacobian moments to ``JF``; returns the number of singular nodes."""
@@ -2124,6 +3144,910 @@ def moments_m4(Dv, w, G, inv_delta, with_jac, EF, JF):
         JF[9, 7] += t8_8
         JF[9, 8] += t8_9 + t8_9
         JF[9, 9] += t9_9
+    return bad
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def moments_c_m4(Dv, w, G, inv_delta, with_jac, EF, JF):
+    """``moments_m4`` for complex ``G``, ``EF``, ``JF``, in real arithmetic on the
+    real and imaginary parts (it vectorises); returns the number of singular nodes."""
+    N = Dv.shape[1]
+    g00_r = G[0, 0].real * inv_delta
+    g00_i = G[0, 0].imag * inv_delta
+    g01_r = G[0, 1].real * inv_delta
+    g01_i = G[0, 1].imag * inv_delta
+    g02_r = G[0, 2].real * inv_delta
+    g02_i = G[0, 2].imag * inv_delta
+    g03_r = G[0, 3].real * inv_delta
+    g03_i = G[0, 3].imag * inv_delta
+    g11_r = G[1, 1].real * inv_delta
+    g11_i = G[1, 1].imag * inv_delta
+    g12_r = G[1, 2].real * inv_delta
+    g12_i = G[1, 2].imag * inv_delta
+    g13_r = G[1, 3].real * inv_delta
+    g13_i = G[1, 3].imag * inv_delta
+    g22_r = G[2, 2].real * inv_delta
+    g22_i = G[2, 2].imag * inv_delta
+    g23_r = G[2, 3].real * inv_delta
+    g23_i = G[2, 3].imag * inv_delta
+    g33_r = G[3, 3].real * inv_delta
+    g33_i = G[3, 3].imag * inv_delta
+    bad = 0
+    e0_r = 0.0
+    e0_i = 0.0
+    e1_r = 0.0
+    e1_i = 0.0
+    e2_r = 0.0
+    e2_i = 0.0
+    e3_r = 0.0
+    e3_i = 0.0
+    e4_r = 0.0
+    e4_i = 0.0
+    e5_r = 0.0
+    e5_i = 0.0
+    e6_r = 0.0
+    e6_i = 0.0
+    e7_r = 0.0
+    e7_i = 0.0
+    e8_r = 0.0
+    e8_i = 0.0
+    e9_r = 0.0
+    e9_i = 0.0
+    if with_jac:
+        t0_0_r = 0.0
+        t0_0_i = 0.0
+        t0_1_r = 0.0
+        t0_1_i = 0.0
+        t0_2_r = 0.0
+        t0_2_i = 0.0
+        t0_3_r = 0.0
+        t0_3_i = 0.0
+        t0_4_r = 0.0
+        t0_4_i = 0.0
+        t0_5_r = 0.0
+        t0_5_i = 0.0
+        t0_6_r = 0.0
+        t0_6_i = 0.0
+        t0_7_r = 0.0
+        t0_7_i = 0.0
+        t0_8_r = 0.0
+        t0_8_i = 0.0
+        t0_9_r = 0.0
+        t0_9_i = 0.0
+        t1_1_r = 0.0
+        t1_1_i = 0.0
+        t1_2_r = 0.0
+        t1_2_i = 0.0
+        t1_3_r = 0.0
+        t1_3_i = 0.0
+        t1_4_r = 0.0
+        t1_4_i = 0.0
+        t1_5_r = 0.0
+        t1_5_i = 0.0
+        t1_6_r = 0.0
+        t1_6_i = 0.0
+        t1_7_r = 0.0
+        t1_7_i = 0.0
+        t1_8_r = 0.0
+        t1_8_i = 0.0
+        t1_9_r = 0.0
+        t1_9_i = 0.0
+        t2_2_r = 0.0
+        t2_2_i = 0.0
+        t2_3_r = 0.0
+        t2_3_i = 0.0
+        t2_4_r = 0.0
+        t2_4_i = 0.0
+        t2_5_r = 0.0
+        t2_5_i = 0.0
+        t2_6_r = 0.0
+        t2_6_i = 0.0
+        t2_7_r = 0.0
+        t2_7_i = 0.0
+        t2_8_r = 0.0
+        t2_8_i = 0.0
+        t2_9_r = 0.0
+        t2_9_i = 0.0
+        t3_3_r = 0.0
+        t3_3_i = 0.0
+        t3_4_r = 0.0
+        t3_4_i = 0.0
+        t3_5_r = 0.0
+        t3_5_i = 0.0
+        t3_6_r = 0.0
+        t3_6_i = 0.0
+        t3_7_r = 0.0
+        t3_7_i = 0.0
+        t3_8_r = 0.0
+        t3_8_i = 0.0
+        t3_9_r = 0.0
+        t3_9_i = 0.0
+        t4_4_r = 0.0
+        t4_4_i = 0.0
+        t4_5_r = 0.0
+        t4_5_i = 0.0
+        t4_6_r = 0.0
+        t4_6_i = 0.0
+        t4_7_r = 0.0
+        t4_7_i = 0.0
+        t4_8_r = 0.0
+        t4_8_i = 0.0
+        t4_9_r = 0.0
+        t4_9_i = 0.0
+        t5_5_r = 0.0
+        t5_5_i = 0.0
+        t5_6_r = 0.0
+        t5_6_i = 0.0
+        t5_7_r = 0.0
+        t5_7_i = 0.0
+        t5_8_r = 0.0
+        t5_8_i = 0.0
+        t5_9_r = 0.0
+        t5_9_i = 0.0
+        t6_6_r = 0.0
+        t6_6_i = 0.0
+        t6_7_r = 0.0
+        t6_7_i = 0.0
+        t6_8_r = 0.0
+        t6_8_i = 0.0
+        t6_9_r = 0.0
+        t6_9_i = 0.0
+        t7_7_r = 0.0
+        t7_7_i = 0.0
+        t7_8_r = 0.0
+        t7_8_i = 0.0
+        t7_9_r = 0.0
+        t7_9_i = 0.0
+        t8_8_r = 0.0
+        t8_8_i = 0.0
+        t8_9_r = 0.0
+        t8_9_i = 0.0
+        t9_9_r = 0.0
+        t9_9_i = 0.0
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d02 = Dv[2, i]
+            d03 = Dv[3, i]
+            d11 = Dv[4, i]
+            d12 = Dv[5, i]
+            d13 = Dv[6, i]
+            d22 = Dv[7, i]
+            d23 = Dv[8, i]
+            d33 = Dv[9, i]
+            m00_r = (((1.0 + (d00 * g00_r)) + (d01 * g01_r)) + (d02 * g02_r)) + (d03 * g03_r)
+            m00_i = (((d00 * g00_i) + (d01 * g01_i)) + (d02 * g02_i)) + (d03 * g03_i)
+            m01_r = (((d00 * g01_r) + (d01 * g11_r)) + (d02 * g12_r)) + (d03 * g13_r)
+            m01_i = (((d00 * g01_i) + (d01 * g11_i)) + (d02 * g12_i)) + (d03 * g13_i)
+            m02_r = (((d00 * g02_r) + (d01 * g12_r)) + (d02 * g22_r)) + (d03 * g23_r)
+            m02_i = (((d00 * g02_i) + (d01 * g12_i)) + (d02 * g22_i)) + (d03 * g23_i)
+            m03_r = (((d00 * g03_r) + (d01 * g13_r)) + (d02 * g23_r)) + (d03 * g33_r)
+            m03_i = (((d00 * g03_i) + (d01 * g13_i)) + (d02 * g23_i)) + (d03 * g33_i)
+            m10_r = (((d01 * g00_r) + (d11 * g01_r)) + (d12 * g02_r)) + (d13 * g03_r)
+            m10_i = (((d01 * g00_i) + (d11 * g01_i)) + (d12 * g02_i)) + (d13 * g03_i)
+            m11_r = (((1.0 + (d01 * g01_r)) + (d11 * g11_r)) + (d12 * g12_r)) + (d13 * g13_r)
+            m11_i = (((d01 * g01_i) + (d11 * g11_i)) + (d12 * g12_i)) + (d13 * g13_i)
+            m12_r = (((d01 * g02_r) + (d11 * g12_r)) + (d12 * g22_r)) + (d13 * g23_r)
+            m12_i = (((d01 * g02_i) + (d11 * g12_i)) + (d12 * g22_i)) + (d13 * g23_i)
+            m13_r = (((d01 * g03_r) + (d11 * g13_r)) + (d12 * g23_r)) + (d13 * g33_r)
+            m13_i = (((d01 * g03_i) + (d11 * g13_i)) + (d12 * g23_i)) + (d13 * g33_i)
+            m20_r = (((d02 * g00_r) + (d12 * g01_r)) + (d22 * g02_r)) + (d23 * g03_r)
+            m20_i = (((d02 * g00_i) + (d12 * g01_i)) + (d22 * g02_i)) + (d23 * g03_i)
+            m21_r = (((d02 * g01_r) + (d12 * g11_r)) + (d22 * g12_r)) + (d23 * g13_r)
+            m21_i = (((d02 * g01_i) + (d12 * g11_i)) + (d22 * g12_i)) + (d23 * g13_i)
+            m22_r = (((1.0 + (d02 * g02_r)) + (d12 * g12_r)) + (d22 * g22_r)) + (d23 * g23_r)
+            m22_i = (((d02 * g02_i) + (d12 * g12_i)) + (d22 * g22_i)) + (d23 * g23_i)
+            m23_r = (((d02 * g03_r) + (d12 * g13_r)) + (d22 * g23_r)) + (d23 * g33_r)
+            m23_i = (((d02 * g03_i) + (d12 * g13_i)) + (d22 * g23_i)) + (d23 * g33_i)
+            m30_r = (((d03 * g00_r) + (d13 * g01_r)) + (d23 * g02_r)) + (d33 * g03_r)
+            m30_i = (((d03 * g00_i) + (d13 * g01_i)) + (d23 * g02_i)) + (d33 * g03_i)
+            m31_r = (((d03 * g01_r) + (d13 * g11_r)) + (d23 * g12_r)) + (d33 * g13_r)
+            m31_i = (((d03 * g01_i) + (d13 * g11_i)) + (d23 * g12_i)) + (d33 * g13_i)
+            m32_r = (((d03 * g02_r) + (d13 * g12_r)) + (d23 * g22_r)) + (d33 * g23_r)
+            m32_i = (((d03 * g02_i) + (d13 * g12_i)) + (d23 * g22_i)) + (d33 * g23_i)
+            m33_r = (((1.0 + (d03 * g03_r)) + (d13 * g13_r)) + (d23 * g23_r)) + (d33 * g33_r)
+            m33_i = (((d03 * g03_i) + (d13 * g13_i)) + (d23 * g23_i)) + (d33 * g33_i)
+            k0_r = (m22_r * m33_r - m22_i * m33_i) - (m23_r * m32_r - m23_i * m32_i)
+            k0_i = (m22_r * m33_i + m22_i * m33_r) - (m23_r * m32_i + m23_i * m32_r)
+            k1_r = (m21_r * m33_r - m21_i * m33_i) - (m23_r * m31_r - m23_i * m31_i)
+            k1_i = (m21_r * m33_i + m21_i * m33_r) - (m23_r * m31_i + m23_i * m31_r)
+            k2_r = (m21_r * m32_r - m21_i * m32_i) - (m22_r * m31_r - m22_i * m31_i)
+            k2_i = (m21_r * m32_i + m21_i * m32_r) - (m22_r * m31_i + m22_i * m31_r)
+            k3_r = ((m11_r * k0_r - m11_i * k0_i) - (m12_r * k1_r - m12_i * k1_i)) + (
+                m13_r * k2_r - m13_i * k2_i
+            )
+            k3_i = ((m11_r * k0_i + m11_i * k0_r) - (m12_r * k1_i + m12_i * k1_r)) + (
+                m13_r * k2_i + m13_i * k2_r
+            )
+            k4_r = (m20_r * m33_r - m20_i * m33_i) - (m23_r * m30_r - m23_i * m30_i)
+            k4_i = (m20_r * m33_i + m20_i * m33_r) - (m23_r * m30_i + m23_i * m30_r)
+            k5_r = (m20_r * m32_r - m20_i * m32_i) - (m22_r * m30_r - m22_i * m30_i)
+            k5_i = (m20_r * m32_i + m20_i * m32_r) - (m22_r * m30_i + m22_i * m30_r)
+            k6_r = ((m10_r * k0_r - m10_i * k0_i) - (m12_r * k4_r - m12_i * k4_i)) + (
+                m13_r * k5_r - m13_i * k5_i
+            )
+            k6_i = ((m10_r * k0_i + m10_i * k0_r) - (m12_r * k4_i + m12_i * k4_r)) + (
+                m13_r * k5_i + m13_i * k5_r
+            )
+            k7_r = (m20_r * m31_r - m20_i * m31_i) - (m21_r * m30_r - m21_i * m30_i)
+            k7_i = (m20_r * m31_i + m20_i * m31_r) - (m21_r * m30_i + m21_i * m30_r)
+            k8_r = ((m10_r * k1_r - m10_i * k1_i) - (m11_r * k4_r - m11_i * k4_i)) + (
+                m13_r * k7_r - m13_i * k7_i
+            )
+            k8_i = ((m10_r * k1_i + m10_i * k1_r) - (m11_r * k4_i + m11_i * k4_r)) + (
+                m13_r * k7_i + m13_i * k7_r
+            )
+            k9_r = ((m10_r * k2_r - m10_i * k2_i) - (m11_r * k5_r - m11_i * k5_i)) + (
+                m12_r * k7_r - m12_i * k7_i
+            )
+            k9_i = ((m10_r * k2_i + m10_i * k2_r) - (m11_r * k5_i + m11_i * k5_r)) + (
+                m12_r * k7_i + m12_i * k7_r
+            )
+            k10_r = ((m01_r * k0_r - m01_i * k0_i) - (m02_r * k1_r - m02_i * k1_i)) + (
+                m03_r * k2_r - m03_i * k2_i
+            )
+            k10_i = ((m01_r * k0_i + m01_i * k0_r) - (m02_r * k1_i + m02_i * k1_r)) + (
+                m03_r * k2_i + m03_i * k2_r
+            )
+            k11_r = ((m00_r * k0_r - m00_i * k0_i) - (m02_r * k4_r - m02_i * k4_i)) + (
+                m03_r * k5_r - m03_i * k5_i
+            )
+            k11_i = ((m00_r * k0_i + m00_i * k0_r) - (m02_r * k4_i + m02_i * k4_r)) + (
+                m03_r * k5_i + m03_i * k5_r
+            )
+            k12_r = ((m00_r * k1_r - m00_i * k1_i) - (m01_r * k4_r - m01_i * k4_i)) + (
+                m03_r * k7_r - m03_i * k7_i
+            )
+            k12_i = ((m00_r * k1_i + m00_i * k1_r) - (m01_r * k4_i + m01_i * k4_r)) + (
+                m03_r * k7_i + m03_i * k7_r
+            )
+            k13_r = ((m00_r * k2_r - m00_i * k2_i) - (m01_r * k5_r - m01_i * k5_i)) + (
+                m02_r * k7_r - m02_i * k7_i
+            )
+            k13_i = ((m00_r * k2_i + m00_i * k2_r) - (m01_r * k5_i + m01_i * k5_r)) + (
+                m02_r * k7_i + m02_i * k7_r
+            )
+            k14_r = (m02_r * m13_r - m02_i * m13_i) - (m03_r * m12_r - m03_i * m12_i)
+            k14_i = (m02_r * m13_i + m02_i * m13_r) - (m03_r * m12_i + m03_i * m12_r)
+            k15_r = (m01_r * m13_r - m01_i * m13_i) - (m03_r * m11_r - m03_i * m11_i)
+            k15_i = (m01_r * m13_i + m01_i * m13_r) - (m03_r * m11_i + m03_i * m11_r)
+            k16_r = (m01_r * m12_r - m01_i * m12_i) - (m02_r * m11_r - m02_i * m11_i)
+            k16_i = (m01_r * m12_i + m01_i * m12_r) - (m02_r * m11_i + m02_i * m11_r)
+            k17_r = ((m31_r * k14_r - m31_i * k14_i) - (m32_r * k15_r - m32_i * k15_i)) + (
+                m33_r * k16_r - m33_i * k16_i
+            )
+            k17_i = ((m31_r * k14_i + m31_i * k14_r) - (m32_r * k15_i + m32_i * k15_r)) + (
+                m33_r * k16_i + m33_i * k16_r
+            )
+            k18_r = (m00_r * m13_r - m00_i * m13_i) - (m03_r * m10_r - m03_i * m10_i)
+            k18_i = (m00_r * m13_i + m00_i * m13_r) - (m03_r * m10_i + m03_i * m10_r)
+            k19_r = (m00_r * m12_r - m00_i * m12_i) - (m02_r * m10_r - m02_i * m10_i)
+            k19_i = (m00_r * m12_i + m00_i * m12_r) - (m02_r * m10_i + m02_i * m10_r)
+            k20_r = ((m30_r * k14_r - m30_i * k14_i) - (m32_r * k18_r - m32_i * k18_i)) + (
+                m33_r * k19_r - m33_i * k19_i
+            )
+            k20_i = ((m30_r * k14_i + m30_i * k14_r) - (m32_r * k18_i + m32_i * k18_r)) + (
+                m33_r * k19_i + m33_i * k19_r
+            )
+            k21_r = (m00_r * m11_r - m00_i * m11_i) - (m01_r * m10_r - m01_i * m10_i)
+            k21_i = (m00_r * m11_i + m00_i * m11_r) - (m01_r * m10_i + m01_i * m10_r)
+            k22_r = ((m30_r * k15_r - m30_i * k15_i) - (m31_r * k18_r - m31_i * k18_i)) + (
+                m33_r * k21_r - m33_i * k21_i
+            )
+            k22_i = ((m30_r * k15_i + m30_i * k15_r) - (m31_r * k18_i + m31_i * k18_r)) + (
+                m33_r * k21_i + m33_i * k21_r
+            )
+            k23_r = ((m30_r * k16_r - m30_i * k16_i) - (m31_r * k19_r - m31_i * k19_i)) + (
+                m32_r * k21_r - m32_i * k21_i
+            )
+            k23_i = ((m30_r * k16_i + m30_i * k16_r) - (m31_r * k19_i + m31_i * k19_r)) + (
+                m32_r * k21_i + m32_i * k21_r
+            )
+            k24_r = ((m21_r * k14_r - m21_i * k14_i) - (m22_r * k15_r - m22_i * k15_i)) + (
+                m23_r * k16_r - m23_i * k16_i
+            )
+            k24_i = ((m21_r * k14_i + m21_i * k14_r) - (m22_r * k15_i + m22_i * k15_r)) + (
+                m23_r * k16_i + m23_i * k16_r
+            )
+            k25_r = ((m20_r * k14_r - m20_i * k14_i) - (m22_r * k18_r - m22_i * k18_i)) + (
+                m23_r * k19_r - m23_i * k19_i
+            )
+            k25_i = ((m20_r * k14_i + m20_i * k14_r) - (m22_r * k18_i + m22_i * k18_r)) + (
+                m23_r * k19_i + m23_i * k19_r
+            )
+            k26_r = ((m20_r * k15_r - m20_i * k15_i) - (m21_r * k18_r - m21_i * k18_i)) + (
+                m23_r * k21_r - m23_i * k21_i
+            )
+            k26_i = ((m20_r * k15_i + m20_i * k15_r) - (m21_r * k18_i + m21_i * k18_r)) + (
+                m23_r * k21_i + m23_i * k21_r
+            )
+            k27_r = ((m20_r * k16_r - m20_i * k16_i) - (m21_r * k19_r - m21_i * k19_i)) + (
+                m22_r * k21_r - m22_i * k21_i
+            )
+            k27_i = ((m20_r * k16_i + m20_i * k16_r) - (m21_r * k19_i + m21_i * k19_r)) + (
+                m22_r * k21_i + m22_i * k21_r
+            )
+            det_r = (
+                ((m00_r * k3_r - m00_i * k3_i) + (m01_r * (-k6_r) - m01_i * (-k6_i)))
+                + (m02_r * k8_r - m02_i * k8_i)
+            ) + (m03_r * (-k9_r) - m03_i * (-k9_i))
+            det_i = (
+                ((m00_r * k3_i + m00_i * k3_r) + (m01_r * (-k6_i) + m01_i * (-k6_r)))
+                + (m02_r * k8_i + m02_i * k8_r)
+            ) + (m03_r * (-k9_i) + m03_i * (-k9_r))
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = (((k3_r * d00) + ((-k10_r) * d01)) + (k17_r * d02)) + ((-k24_r) * d03)
+            x00_i = (((k3_i * d00) + ((-k10_i) * d01)) + (k17_i * d02)) + ((-k24_i) * d03)
+            x01_r = (((k3_r * d01) + ((-k10_r) * d11)) + (k17_r * d12)) + ((-k24_r) * d13)
+            x01_i = (((k3_i * d01) + ((-k10_i) * d11)) + (k17_i * d12)) + ((-k24_i) * d13)
+            x02_r = (((k3_r * d02) + ((-k10_r) * d12)) + (k17_r * d22)) + ((-k24_r) * d23)
+            x02_i = (((k3_i * d02) + ((-k10_i) * d12)) + (k17_i * d22)) + ((-k24_i) * d23)
+            x03_r = (((k3_r * d03) + ((-k10_r) * d13)) + (k17_r * d23)) + ((-k24_r) * d33)
+            x03_i = (((k3_i * d03) + ((-k10_i) * d13)) + (k17_i * d23)) + ((-k24_i) * d33)
+            x10_r = ((((-k6_r) * d00) + (k11_r * d01)) + ((-k20_r) * d02)) + (k25_r * d03)
+            x10_i = ((((-k6_i) * d00) + (k11_i * d01)) + ((-k20_i) * d02)) + (k25_i * d03)
+            x11_r = ((((-k6_r) * d01) + (k11_r * d11)) + ((-k20_r) * d12)) + (k25_r * d13)
+            x11_i = ((((-k6_i) * d01) + (k11_i * d11)) + ((-k20_i) * d12)) + (k25_i * d13)
+            x12_r = ((((-k6_r) * d02) + (k11_r * d12)) + ((-k20_r) * d22)) + (k25_r * d23)
+            x12_i = ((((-k6_i) * d02) + (k11_i * d12)) + ((-k20_i) * d22)) + (k25_i * d23)
+            x13_r = ((((-k6_r) * d03) + (k11_r * d13)) + ((-k20_r) * d23)) + (k25_r * d33)
+            x13_i = ((((-k6_i) * d03) + (k11_i * d13)) + ((-k20_i) * d23)) + (k25_i * d33)
+            x20_r = (((k8_r * d00) + ((-k12_r) * d01)) + (k22_r * d02)) + ((-k26_r) * d03)
+            x20_i = (((k8_i * d00) + ((-k12_i) * d01)) + (k22_i * d02)) + ((-k26_i) * d03)
+            x21_r = (((k8_r * d01) + ((-k12_r) * d11)) + (k22_r * d12)) + ((-k26_r) * d13)
+            x21_i = (((k8_i * d01) + ((-k12_i) * d11)) + (k22_i * d12)) + ((-k26_i) * d13)
+            x22_r = (((k8_r * d02) + ((-k12_r) * d12)) + (k22_r * d22)) + ((-k26_r) * d23)
+            x22_i = (((k8_i * d02) + ((-k12_i) * d12)) + (k22_i * d22)) + ((-k26_i) * d23)
+            x23_r = (((k8_r * d03) + ((-k12_r) * d13)) + (k22_r * d23)) + ((-k26_r) * d33)
+            x23_i = (((k8_i * d03) + ((-k12_i) * d13)) + (k22_i * d23)) + ((-k26_i) * d33)
+            x30_r = ((((-k9_r) * d00) + (k13_r * d01)) + ((-k23_r) * d02)) + (k27_r * d03)
+            x30_i = ((((-k9_i) * d00) + (k13_i * d01)) + ((-k23_i) * d02)) + (k27_i * d03)
+            x31_r = ((((-k9_r) * d01) + (k13_r * d11)) + ((-k23_r) * d12)) + (k27_r * d13)
+            x31_i = ((((-k9_i) * d01) + (k13_i * d11)) + ((-k23_i) * d12)) + (k27_i * d13)
+            x32_r = ((((-k9_r) * d02) + (k13_r * d12)) + ((-k23_r) * d22)) + (k27_r * d23)
+            x32_i = ((((-k9_i) * d02) + (k13_i * d12)) + ((-k23_i) * d22)) + (k27_i * d23)
+            x33_r = ((((-k9_r) * d03) + (k13_r * d13)) + ((-k23_r) * d23)) + (k27_r * d33)
+            x33_i = ((((-k9_i) * d03) + (k13_i * d13)) + ((-k23_i) * d23)) + (k27_i * d33)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f02_r = (0.5 * (x02_r + x20_r)) * rdet_r - (0.5 * (x02_i + x20_i)) * rdet_i
+            f02_i = (0.5 * (x02_r + x20_r)) * rdet_i + (0.5 * (x02_i + x20_i)) * rdet_r
+            f03_r = (0.5 * (x03_r + x30_r)) * rdet_r - (0.5 * (x03_i + x30_i)) * rdet_i
+            f03_i = (0.5 * (x03_r + x30_r)) * rdet_i + (0.5 * (x03_i + x30_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            f12_r = (0.5 * (x12_r + x21_r)) * rdet_r - (0.5 * (x12_i + x21_i)) * rdet_i
+            f12_i = (0.5 * (x12_r + x21_r)) * rdet_i + (0.5 * (x12_i + x21_i)) * rdet_r
+            f13_r = (0.5 * (x13_r + x31_r)) * rdet_r - (0.5 * (x13_i + x31_i)) * rdet_i
+            f13_i = (0.5 * (x13_r + x31_r)) * rdet_i + (0.5 * (x13_i + x31_i)) * rdet_r
+            f22_r = x22_r * rdet_r - x22_i * rdet_i
+            f22_i = x22_r * rdet_i + x22_i * rdet_r
+            f23_r = (0.5 * (x23_r + x32_r)) * rdet_r - (0.5 * (x23_i + x32_i)) * rdet_i
+            f23_i = (0.5 * (x23_r + x32_r)) * rdet_i + (0.5 * (x23_i + x32_i)) * rdet_r
+            f33_r = x33_r * rdet_r - x33_i * rdet_i
+            f33_i = x33_r * rdet_i + x33_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f02_r
+            e2_i += wi * f02_i
+            e3_r += wi * f03_r
+            e3_i += wi * f03_i
+            e4_r += wi * f11_r
+            e4_i += wi * f11_i
+            e5_r += wi * f12_r
+            e5_i += wi * f12_i
+            e6_r += wi * f13_r
+            e6_i += wi * f13_i
+            e7_r += wi * f22_r
+            e7_i += wi * f22_i
+            e8_r += wi * f23_r
+            e8_i += wi * f23_i
+            e9_r += wi * f33_r
+            e9_i += wi * f33_i
+            wf0_r = wi * f00_r
+            wf0_i = wi * f00_i
+            wf1_r = wi * f01_r
+            wf1_i = wi * f01_i
+            wf2_r = wi * f02_r
+            wf2_i = wi * f02_i
+            wf3_r = wi * f03_r
+            wf3_i = wi * f03_i
+            wf4_r = wi * f11_r
+            wf4_i = wi * f11_i
+            wf5_r = wi * f12_r
+            wf5_i = wi * f12_i
+            wf6_r = wi * f13_r
+            wf6_i = wi * f13_i
+            wf7_r = wi * f22_r
+            wf7_i = wi * f22_i
+            wf8_r = wi * f23_r
+            wf8_i = wi * f23_i
+            wf9_r = wi * f33_r
+            wf9_i = wi * f33_i
+            t0_0_r += wf0_r * f00_r - wf0_i * f00_i
+            t0_0_i += wf0_r * f00_i + wf0_i * f00_r
+            t0_1_r += wf0_r * f01_r - wf0_i * f01_i
+            t0_1_i += wf0_r * f01_i + wf0_i * f01_r
+            t0_2_r += wf0_r * f02_r - wf0_i * f02_i
+            t0_2_i += wf0_r * f02_i + wf0_i * f02_r
+            t0_3_r += wf0_r * f03_r - wf0_i * f03_i
+            t0_3_i += wf0_r * f03_i + wf0_i * f03_r
+            t0_4_r += wf0_r * f11_r - wf0_i * f11_i
+            t0_4_i += wf0_r * f11_i + wf0_i * f11_r
+            t0_5_r += wf0_r * f12_r - wf0_i * f12_i
+            t0_5_i += wf0_r * f12_i + wf0_i * f12_r
+            t0_6_r += wf0_r * f13_r - wf0_i * f13_i
+            t0_6_i += wf0_r * f13_i + wf0_i * f13_r
+            t0_7_r += wf0_r * f22_r - wf0_i * f22_i
+            t0_7_i += wf0_r * f22_i + wf0_i * f22_r
+            t0_8_r += wf0_r * f23_r - wf0_i * f23_i
+            t0_8_i += wf0_r * f23_i + wf0_i * f23_r
+            t0_9_r += wf0_r * f33_r - wf0_i * f33_i
+            t0_9_i += wf0_r * f33_i + wf0_i * f33_r
+            t1_1_r += wf1_r * f01_r - wf1_i * f01_i
+            t1_1_i += wf1_r * f01_i + wf1_i * f01_r
+            t1_2_r += wf1_r * f02_r - wf1_i * f02_i
+            t1_2_i += wf1_r * f02_i + wf1_i * f02_r
+            t1_3_r += wf1_r * f03_r - wf1_i * f03_i
+            t1_3_i += wf1_r * f03_i + wf1_i * f03_r
+            t1_4_r += wf1_r * f11_r - wf1_i * f11_i
+            t1_4_i += wf1_r * f11_i + wf1_i * f11_r
+            t1_5_r += wf1_r * f12_r - wf1_i * f12_i
+            t1_5_i += wf1_r * f12_i + wf1_i * f12_r
+            t1_6_r += wf1_r * f13_r - wf1_i * f13_i
+            t1_6_i += wf1_r * f13_i + wf1_i * f13_r
+            t1_7_r += wf1_r * f22_r - wf1_i * f22_i
+            t1_7_i += wf1_r * f22_i + wf1_i * f22_r
+            t1_8_r += wf1_r * f23_r - wf1_i * f23_i
+            t1_8_i += wf1_r * f23_i + wf1_i * f23_r
+            t1_9_r += wf1_r * f33_r - wf1_i * f33_i
+            t1_9_i += wf1_r * f33_i + wf1_i * f33_r
+            t2_2_r += wf2_r * f02_r - wf2_i * f02_i
+            t2_2_i += wf2_r * f02_i + wf2_i * f02_r
+            t2_3_r += wf2_r * f03_r - wf2_i * f03_i
+            t2_3_i += wf2_r * f03_i + wf2_i * f03_r
+            t2_4_r += wf2_r * f11_r - wf2_i * f11_i
+            t2_4_i += wf2_r * f11_i + wf2_i * f11_r
+            t2_5_r += wf2_r * f12_r - wf2_i * f12_i
+            t2_5_i += wf2_r * f12_i + wf2_i * f12_r
+            t2_6_r += wf2_r * f13_r - wf2_i * f13_i
+            t2_6_i += wf2_r * f13_i + wf2_i * f13_r
+            t2_7_r += wf2_r * f22_r - wf2_i * f22_i
+            t2_7_i += wf2_r * f22_i + wf2_i * f22_r
+            t2_8_r += wf2_r * f23_r - wf2_i * f23_i
+            t2_8_i += wf2_r * f23_i + wf2_i * f23_r
+            t2_9_r += wf2_r * f33_r - wf2_i * f33_i
+            t2_9_i += wf2_r * f33_i + wf2_i * f33_r
+            t3_3_r += wf3_r * f03_r - wf3_i * f03_i
+            t3_3_i += wf3_r * f03_i + wf3_i * f03_r
+            t3_4_r += wf3_r * f11_r - wf3_i * f11_i
+            t3_4_i += wf3_r * f11_i + wf3_i * f11_r
+            t3_5_r += wf3_r * f12_r - wf3_i * f12_i
+            t3_5_i += wf3_r * f12_i + wf3_i * f12_r
+            t3_6_r += wf3_r * f13_r - wf3_i * f13_i
+            t3_6_i += wf3_r * f13_i + wf3_i * f13_r
+            t3_7_r += wf3_r * f22_r - wf3_i * f22_i
+            t3_7_i += wf3_r * f22_i + wf3_i * f22_r
+            t3_8_r += wf3_r * f23_r - wf3_i * f23_i
+            t3_8_i += wf3_r * f23_i + wf3_i * f23_r
+            t3_9_r += wf3_r * f33_r - wf3_i * f33_i
+            t3_9_i += wf3_r * f33_i + wf3_i * f33_r
+            t4_4_r += wf4_r * f11_r - wf4_i * f11_i
+            t4_4_i += wf4_r * f11_i + wf4_i * f11_r
+            t4_5_r += wf4_r * f12_r - wf4_i * f12_i
+            t4_5_i += wf4_r * f12_i + wf4_i * f12_r
+            t4_6_r += wf4_r * f13_r - wf4_i * f13_i
+            t4_6_i += wf4_r * f13_i + wf4_i * f13_r
+            t4_7_r += wf4_r * f22_r - wf4_i * f22_i
+            t4_7_i += wf4_r * f22_i + wf4_i * f22_r
+            t4_8_r += wf4_r * f23_r - wf4_i * f23_i
+            t4_8_i += wf4_r * f23_i + wf4_i * f23_r
+            t4_9_r += wf4_r * f33_r - wf4_i * f33_i
+            t4_9_i += wf4_r * f33_i + wf4_i * f33_r
+            t5_5_r += wf5_r * f12_r - wf5_i * f12_i
+            t5_5_i += wf5_r * f12_i + wf5_i * f12_r
+            t5_6_r += wf5_r * f13_r - wf5_i * f13_i
+            t5_6_i += wf5_r * f13_i + wf5_i * f13_r
+            t5_7_r += wf5_r * f22_r - wf5_i * f22_i
+            t5_7_i += wf5_r * f22_i + wf5_i * f22_r
+            t5_8_r += wf5_r * f23_r - wf5_i * f23_i
+            t5_8_i += wf5_r * f23_i + wf5_i * f23_r
+            t5_9_r += wf5_r * f33_r - wf5_i * f33_i
+            t5_9_i += wf5_r * f33_i + wf5_i * f33_r
+            t6_6_r += wf6_r * f13_r - wf6_i * f13_i
+            t6_6_i += wf6_r * f13_i + wf6_i * f13_r
+            t6_7_r += wf6_r * f22_r - wf6_i * f22_i
+            t6_7_i += wf6_r * f22_i + wf6_i * f22_r
+            t6_8_r += wf6_r * f23_r - wf6_i * f23_i
+            t6_8_i += wf6_r * f23_i + wf6_i * f23_r
+            t6_9_r += wf6_r * f33_r - wf6_i * f33_i
+            t6_9_i += wf6_r * f33_i + wf6_i * f33_r
+            t7_7_r += wf7_r * f22_r - wf7_i * f22_i
+            t7_7_i += wf7_r * f22_i + wf7_i * f22_r
+            t7_8_r += wf7_r * f23_r - wf7_i * f23_i
+            t7_8_i += wf7_r * f23_i + wf7_i * f23_r
+            t7_9_r += wf7_r * f33_r - wf7_i * f33_i
+            t7_9_i += wf7_r * f33_i + wf7_i * f33_r
+            t8_8_r += wf8_r * f23_r - wf8_i * f23_i
+            t8_8_i += wf8_r * f23_i + wf8_i * f23_r
+            t8_9_r += wf8_r * f33_r - wf8_i * f33_i
+            t8_9_i += wf8_r * f33_i + wf8_i * f33_r
+            t9_9_r += wf9_r * f33_r - wf9_i * f33_i
+            t9_9_i += wf9_r * f33_i + wf9_i * f33_r
+    else:
+        for i in range(N):
+            wi = w[i]
+            d00 = Dv[0, i]
+            d01 = Dv[1, i]
+            d02 = Dv[2, i]
+            d03 = Dv[3, i]
+            d11 = Dv[4, i]
+            d12 = Dv[5, i]
+            d13 = Dv[6, i]
+            d22 = Dv[7, i]
+            d23 = Dv[8, i]
+            d33 = Dv[9, i]
+            m00_r = (((1.0 + (d00 * g00_r)) + (d01 * g01_r)) + (d02 * g02_r)) + (d03 * g03_r)
+            m00_i = (((d00 * g00_i) + (d01 * g01_i)) + (d02 * g02_i)) + (d03 * g03_i)
+            m01_r = (((d00 * g01_r) + (d01 * g11_r)) + (d02 * g12_r)) + (d03 * g13_r)
+            m01_i = (((d00 * g01_i) + (d01 * g11_i)) + (d02 * g12_i)) + (d03 * g13_i)
+            m02_r = (((d00 * g02_r) + (d01 * g12_r)) + (d02 * g22_r)) + (d03 * g23_r)
+            m02_i = (((d00 * g02_i) + (d01 * g12_i)) + (d02 * g22_i)) + (d03 * g23_i)
+            m03_r = (((d00 * g03_r) + (d01 * g13_r)) + (d02 * g23_r)) + (d03 * g33_r)
+            m03_i = (((d00 * g03_i) + (d01 * g13_i)) + (d02 * g23_i)) + (d03 * g33_i)
+            m10_r = (((d01 * g00_r) + (d11 * g01_r)) + (d12 * g02_r)) + (d13 * g03_r)
+            m10_i = (((d01 * g00_i) + (d11 * g01_i)) + (d12 * g02_i)) + (d13 * g03_i)
+            m11_r = (((1.0 + (d01 * g01_r)) + (d11 * g11_r)) + (d12 * g12_r)) + (d13 * g13_r)
+            m11_i = (((d01 * g01_i) + (d11 * g11_i)) + (d12 * g12_i)) + (d13 * g13_i)
+            m12_r = (((d01 * g02_r) + (d11 * g12_r)) + (d12 * g22_r)) + (d13 * g23_r)
+            m12_i = (((d01 * g02_i) + (d11 * g12_i)) + (d12 * g22_i)) + (d13 * g23_i)
+            m13_r = (((d01 * g03_r) + (d11 * g13_r)) + (d12 * g23_r)) + (d13 * g33_r)
+            m13_i = (((d01 * g03_i) + (d11 * g13_i)) + (d12 * g23_i)) + (d13 * g33_i)
+            m20_r = (((d02 * g00_r) + (d12 * g01_r)) + (d22 * g02_r)) + (d23 * g03_r)
+            m20_i = (((d02 * g00_i) + (d12 * g01_i)) + (d22 * g02_i)) + (d23 * g03_i)
+            m21_r = (((d02 * g01_r) + (d12 * g11_r)) + (d22 * g12_r)) + (d23 * g13_r)
+            m21_i = (((d02 * g01_i) + (d12 * g11_i)) + (d22 * g12_i)) + (d23 * g13_i)
+            m22_r = (((1.0 + (d02 * g02_r)) + (d12 * g12_r)) + (d22 * g22_r)) + (d23 * g23_r)
+            m22_i = (((d02 * g02_i) + (d12 * g12_i)) + (d22 * g22_i)) + (d23 * g23_i)
+            m23_r = (((d02 * g03_r) + (d12 * g13_r)) + (d22 * g23_r)) + (d23 * g33_r)
+            m23_i = (((d02 * g03_i) + (d12 * g13_i)) + (d22 * g23_i)) + (d23 * g33_i)
+            m30_r = (((d03 * g00_r) + (d13 * g01_r)) + (d23 * g02_r)) + (d33 * g03_r)
+            m30_i = (((d03 * g00_i) + (d13 * g01_i)) + (d23 * g02_i)) + (d33 * g03_i)
+            m31_r = (((d03 * g01_r) + (d13 * g11_r)) + (d23 * g12_r)) + (d33 * g13_r)
+            m31_i = (((d03 * g01_i) + (d13 * g11_i)) + (d23 * g12_i)) + (d33 * g13_i)
+            m32_r = (((d03 * g02_r) + (d13 * g12_r)) + (d23 * g22_r)) + (d33 * g23_r)
+            m32_i = (((d03 * g02_i) + (d13 * g12_i)) + (d23 * g22_i)) + (d33 * g23_i)
+            m33_r = (((1.0 + (d03 * g03_r)) + (d13 * g13_r)) + (d23 * g23_r)) + (d33 * g33_r)
+            m33_i = (((d03 * g03_i) + (d13 * g13_i)) + (d23 * g23_i)) + (d33 * g33_i)
+            k0_r = (m22_r * m33_r - m22_i * m33_i) - (m23_r * m32_r - m23_i * m32_i)
+            k0_i = (m22_r * m33_i + m22_i * m33_r) - (m23_r * m32_i + m23_i * m32_r)
+            k1_r = (m21_r * m33_r - m21_i * m33_i) - (m23_r * m31_r - m23_i * m31_i)
+            k1_i = (m21_r * m33_i + m21_i * m33_r) - (m23_r * m31_i + m23_i * m31_r)
+            k2_r = (m21_r * m32_r - m21_i * m32_i) - (m22_r * m31_r - m22_i * m31_i)
+            k2_i = (m21_r * m32_i + m21_i * m32_r) - (m22_r * m31_i + m22_i * m31_r)
+            k3_r = ((m11_r * k0_r - m11_i * k0_i) - (m12_r * k1_r - m12_i * k1_i)) + (
+                m13_r * k2_r - m13_i * k2_i
+            )
+            k3_i = ((m11_r * k0_i + m11_i * k0_r) - (m12_r * k1_i + m12_i * k1_r)) + (
+                m13_r * k2_i + m13_i * k2_r
+            )
+            k4_r = (m20_r * m33_r - m20_i * m33_i) - (m23_r * m30_r - m23_i * m30_i)
+            k4_i = (m20_r * m33_i + m20_i * m33_r) - (m23_r * m30_i + m23_i * m30_r)
+            k5_r = (m20_r * m32_r - m20_i * m32_i) - (m22_r * m30_r - m22_i * m30_i)
+            k5_i = (m20_r * m32_i + m20_i * m32_r) - (m22_r * m30_i + m22_i * m30_r)
+            k6_r = ((m10_r * k0_r - m10_i * k0_i) - (m12_r * k4_r - m12_i * k4_i)) + (
+                m13_r * k5_r - m13_i * k5_i
+            )
+            k6_i = ((m10_r * k0_i + m10_i * k0_r) - (m12_r * k4_i + m12_i * k4_r)) + (
+                m13_r * k5_i + m13_i * k5_r
+            )
+            k7_r = (m20_r * m31_r - m20_i * m31_i) - (m21_r * m30_r - m21_i * m30_i)
+            k7_i = (m20_r * m31_i + m20_i * m31_r) - (m21_r * m30_i + m21_i * m30_r)
+            k8_r = ((m10_r * k1_r - m10_i * k1_i) - (m11_r * k4_r - m11_i * k4_i)) + (
+                m13_r * k7_r - m13_i * k7_i
+            )
+            k8_i = ((m10_r * k1_i + m10_i * k1_r) - (m11_r * k4_i + m11_i * k4_r)) + (
+                m13_r * k7_i + m13_i * k7_r
+            )
+            k9_r = ((m10_r * k2_r - m10_i * k2_i) - (m11_r * k5_r - m11_i * k5_i)) + (
+                m12_r * k7_r - m12_i * k7_i
+            )
+            k9_i = ((m10_r * k2_i + m10_i * k2_r) - (m11_r * k5_i + m11_i * k5_r)) + (
+                m12_r * k7_i + m12_i * k7_r
+            )
+            k10_r = ((m01_r * k0_r - m01_i * k0_i) - (m02_r * k1_r - m02_i * k1_i)) + (
+                m03_r * k2_r - m03_i * k2_i
+            )
+            k10_i = ((m01_r * k0_i + m01_i * k0_r) - (m02_r * k1_i + m02_i * k1_r)) + (
+                m03_r * k2_i + m03_i * k2_r
+            )
+            k11_r = ((m00_r * k0_r - m00_i * k0_i) - (m02_r * k4_r - m02_i * k4_i)) + (
+                m03_r * k5_r - m03_i * k5_i
+            )
+            k11_i = ((m00_r * k0_i + m00_i * k0_r) - (m02_r * k4_i + m02_i * k4_r)) + (
+                m03_r * k5_i + m03_i * k5_r
+            )
+            k12_r = ((m00_r * k1_r - m00_i * k1_i) - (m01_r * k4_r - m01_i * k4_i)) + (
+                m03_r * k7_r - m03_i * k7_i
+            )
+            k12_i = ((m00_r * k1_i + m00_i * k1_r) - (m01_r * k4_i + m01_i * k4_r)) + (
+                m03_r * k7_i + m03_i * k7_r
+            )
+            k13_r = ((m00_r * k2_r - m00_i * k2_i) - (m01_r * k5_r - m01_i * k5_i)) + (
+                m02_r * k7_r - m02_i * k7_i
+            )
+            k13_i = ((m00_r * k2_i + m00_i * k2_r) - (m01_r * k5_i + m01_i * k5_r)) + (
+                m02_r * k7_i + m02_i * k7_r
+            )
+            k14_r = (m02_r * m13_r - m02_i * m13_i) - (m03_r * m12_r - m03_i * m12_i)
+            k14_i = (m02_r * m13_i + m02_i * m13_r) - (m03_r * m12_i + m03_i * m12_r)
+            k15_r = (m01_r * m13_r - m01_i * m13_i) - (m03_r * m11_r - m03_i * m11_i)
+            k15_i = (m01_r * m13_i + m01_i * m13_r) - (m03_r * m11_i + m03_i * m11_r)
+            k16_r = (m01_r * m12_r - m01_i * m12_i) - (m02_r * m11_r - m02_i * m11_i)
+            k16_i = (m01_r * m12_i + m01_i * m12_r) - (m02_r * m11_i + m02_i * m11_r)
+            k17_r = ((m31_r * k14_r - m31_i * k14_i) - (m32_r * k15_r - m32_i * k15_i)) + (
+                m33_r * k16_r - m33_i * k16_i
+            )
+            k17_i = ((m31_r * k14_i + m31_i * k14_r) - (m32_r * k15_i + m32_i * k15_r)) + (
+                m33_r * k16_i + m33_i * k16_r
+            )
+            k18_r = (m00_r * m13_r - m00_i * m13_i) - (m03_r * m10_r - m03_i * m10_i)
+            k18_i = (m00_r * m13_i + m00_i * m13_r) - (m03_r * m10_i + m03_i * m10_r)
+            k19_r = (m00_r * m12_r - m00_i * m12_i) - (m02_r * m10_r - m02_i * m10_i)
+            k19_i = (m00_r * m12_i + m00_i * m12_r) - (m02_r * m10_i + m02_i * m10_r)
+            k20_r = ((m30_r * k14_r - m30_i * k14_i) - (m32_r * k18_r - m32_i * k18_i)) + (
+                m33_r * k19_r - m33_i * k19_i
+            )
+            k20_i = ((m30_r * k14_i + m30_i * k14_r) - (m32_r * k18_i + m32_i * k18_r)) + (
+                m33_r * k19_i + m33_i * k19_r
+            )
+            k21_r = (m00_r * m11_r - m00_i * m11_i) - (m01_r * m10_r - m01_i * m10_i)
+            k21_i = (m00_r * m11_i + m00_i * m11_r) - (m01_r * m10_i + m01_i * m10_r)
+            k22_r = ((m30_r * k15_r - m30_i * k15_i) - (m31_r * k18_r - m31_i * k18_i)) + (
+                m33_r * k21_r - m33_i * k21_i
+            )
+            k22_i = ((m30_r * k15_i + m30_i * k15_r) - (m31_r * k18_i + m31_i * k18_r)) + (
+                m33_r * k21_i + m33_i * k21_r
+            )
+            k23_r = ((m30_r * k16_r - m30_i * k16_i) - (m31_r * k19_r - m31_i * k19_i)) + (
+                m32_r * k21_r - m32_i * k21_i
+            )
+            k23_i = ((m30_r * k16_i + m30_i * k16_r) - (m31_r * k19_i + m31_i * k19_r)) + (
+                m32_r * k21_i + m32_i * k21_r
+            )
+            k24_r = ((m21_r * k14_r - m21_i * k14_i) - (m22_r * k15_r - m22_i * k15_i)) + (
+                m23_r * k16_r - m23_i * k16_i
+            )
+            k24_i = ((m21_r * k14_i + m21_i * k14_r) - (m22_r * k15_i + m22_i * k15_r)) + (
+                m23_r * k16_i + m23_i * k16_r
+            )
+            k25_r = ((m20_r * k14_r - m20_i * k14_i) - (m22_r * k18_r - m22_i * k18_i)) + (
+                m23_r * k19_r - m23_i * k19_i
+            )
+            k25_i = ((m20_r * k14_i + m20_i * k14_r) - (m22_r * k18_i + m22_i * k18_r)) + (
+                m23_r * k19_i + m23_i * k19_r
+            )
+            k26_r = ((m20_r * k15_r - m20_i * k15_i) - (m21_r * k18_r - m21_i * k18_i)) + (
+                m23_r * k21_r - m23_i * k21_i
+            )
+            k26_i = ((m20_r * k15_i + m20_i * k15_r) - (m21_r * k18_i + m21_i * k18_r)) + (
+                m23_r * k21_i + m23_i * k21_r
+            )
+            k27_r = ((m20_r * k16_r - m20_i * k16_i) - (m21_r * k19_r - m21_i * k19_i)) + (
+                m22_r * k21_r - m22_i * k21_i
+            )
+            k27_i = ((m20_r * k16_i + m20_i * k16_r) - (m21_r * k19_i + m21_i * k19_r)) + (
+                m22_r * k21_i + m22_i * k21_r
+            )
+            det_r = (
+                ((m00_r * k3_r - m00_i * k3_i) + (m01_r * (-k6_r) - m01_i * (-k6_i)))
+                + (m02_r * k8_r - m02_i * k8_i)
+            ) + (m03_r * (-k9_r) - m03_i * (-k9_i))
+            det_i = (
+                ((m00_r * k3_i + m00_i * k3_r) + (m01_r * (-k6_i) + m01_i * (-k6_r)))
+                + (m02_r * k8_i + m02_i * k8_r)
+            ) + (m03_r * (-k9_i) + m03_i * (-k9_r))
+            nrm = 1.0 / (det_r * det_r + det_i * det_i)
+            rdet_r = det_r * nrm
+            rdet_i = -det_i * nrm
+            x00_r = (((k3_r * d00) + ((-k10_r) * d01)) + (k17_r * d02)) + ((-k24_r) * d03)
+            x00_i = (((k3_i * d00) + ((-k10_i) * d01)) + (k17_i * d02)) + ((-k24_i) * d03)
+            x01_r = (((k3_r * d01) + ((-k10_r) * d11)) + (k17_r * d12)) + ((-k24_r) * d13)
+            x01_i = (((k3_i * d01) + ((-k10_i) * d11)) + (k17_i * d12)) + ((-k24_i) * d13)
+            x02_r = (((k3_r * d02) + ((-k10_r) * d12)) + (k17_r * d22)) + ((-k24_r) * d23)
+            x02_i = (((k3_i * d02) + ((-k10_i) * d12)) + (k17_i * d22)) + ((-k24_i) * d23)
+            x03_r = (((k3_r * d03) + ((-k10_r) * d13)) + (k17_r * d23)) + ((-k24_r) * d33)
+            x03_i = (((k3_i * d03) + ((-k10_i) * d13)) + (k17_i * d23)) + ((-k24_i) * d33)
+            x10_r = ((((-k6_r) * d00) + (k11_r * d01)) + ((-k20_r) * d02)) + (k25_r * d03)
+            x10_i = ((((-k6_i) * d00) + (k11_i * d01)) + ((-k20_i) * d02)) + (k25_i * d03)
+            x11_r = ((((-k6_r) * d01) + (k11_r * d11)) + ((-k20_r) * d12)) + (k25_r * d13)
+            x11_i = ((((-k6_i) * d01) + (k11_i * d11)) + ((-k20_i) * d12)) + (k25_i * d13)
+            x12_r = ((((-k6_r) * d02) + (k11_r * d12)) + ((-k20_r) * d22)) + (k25_r * d23)
+            x12_i = ((((-k6_i) * d02) + (k11_i * d12)) + ((-k20_i) * d22)) + (k25_i * d23)
+            x13_r = ((((-k6_r) * d03) + (k11_r * d13)) + ((-k20_r) * d23)) + (k25_r * d33)
+            x13_i = ((((-k6_i) * d03) + (k11_i * d13)) + ((-k20_i) * d23)) + (k25_i * d33)
+            x20_r = (((k8_r * d00) + ((-k12_r) * d01)) + (k22_r * d02)) + ((-k26_r) * d03)
+            x20_i = (((k8_i * d00) + ((-k12_i) * d01)) + (k22_i * d02)) + ((-k26_i) * d03)
+            x21_r = (((k8_r * d01) + ((-k12_r) * d11)) + (k22_r * d12)) + ((-k26_r) * d13)
+            x21_i = (((k8_i * d01) + ((-k12_i) * d11)) + (k22_i * d12)) + ((-k26_i) * d13)
+            x22_r = (((k8_r * d02) + ((-k12_r) * d12)) + (k22_r * d22)) + ((-k26_r) * d23)
+            x22_i = (((k8_i * d02) + ((-k12_i) * d12)) + (k22_i * d22)) + ((-k26_i) * d23)
+            x23_r = (((k8_r * d03) + ((-k12_r) * d13)) + (k22_r * d23)) + ((-k26_r) * d33)
+            x23_i = (((k8_i * d03) + ((-k12_i) * d13)) + (k22_i * d23)) + ((-k26_i) * d33)
+            x30_r = ((((-k9_r) * d00) + (k13_r * d01)) + ((-k23_r) * d02)) + (k27_r * d03)
+            x30_i = ((((-k9_i) * d00) + (k13_i * d01)) + ((-k23_i) * d02)) + (k27_i * d03)
+            x31_r = ((((-k9_r) * d01) + (k13_r * d11)) + ((-k23_r) * d12)) + (k27_r * d13)
+            x31_i = ((((-k9_i) * d01) + (k13_i * d11)) + ((-k23_i) * d12)) + (k27_i * d13)
+            x32_r = ((((-k9_r) * d02) + (k13_r * d12)) + ((-k23_r) * d22)) + (k27_r * d23)
+            x32_i = ((((-k9_i) * d02) + (k13_i * d12)) + ((-k23_i) * d22)) + (k27_i * d23)
+            x33_r = ((((-k9_r) * d03) + (k13_r * d13)) + ((-k23_r) * d23)) + (k27_r * d33)
+            x33_i = ((((-k9_i) * d03) + (k13_i * d13)) + ((-k23_i) * d23)) + (k27_i * d33)
+            f00_r = x00_r * rdet_r - x00_i * rdet_i
+            f00_i = x00_r * rdet_i + x00_i * rdet_r
+            f01_r = (0.5 * (x01_r + x10_r)) * rdet_r - (0.5 * (x01_i + x10_i)) * rdet_i
+            f01_i = (0.5 * (x01_r + x10_r)) * rdet_i + (0.5 * (x01_i + x10_i)) * rdet_r
+            f02_r = (0.5 * (x02_r + x20_r)) * rdet_r - (0.5 * (x02_i + x20_i)) * rdet_i
+            f02_i = (0.5 * (x02_r + x20_r)) * rdet_i + (0.5 * (x02_i + x20_i)) * rdet_r
+            f03_r = (0.5 * (x03_r + x30_r)) * rdet_r - (0.5 * (x03_i + x30_i)) * rdet_i
+            f03_i = (0.5 * (x03_r + x30_r)) * rdet_i + (0.5 * (x03_i + x30_i)) * rdet_r
+            f11_r = x11_r * rdet_r - x11_i * rdet_i
+            f11_i = x11_r * rdet_i + x11_i * rdet_r
+            f12_r = (0.5 * (x12_r + x21_r)) * rdet_r - (0.5 * (x12_i + x21_i)) * rdet_i
+            f12_i = (0.5 * (x12_r + x21_r)) * rdet_i + (0.5 * (x12_i + x21_i)) * rdet_r
+            f13_r = (0.5 * (x13_r + x31_r)) * rdet_r - (0.5 * (x13_i + x31_i)) * rdet_i
+            f13_i = (0.5 * (x13_r + x31_r)) * rdet_i + (0.5 * (x13_i + x31_i)) * rdet_r
+            f22_r = x22_r * rdet_r - x22_i * rdet_i
+            f22_i = x22_r * rdet_i + x22_i * rdet_r
+            f23_r = (0.5 * (x23_r + x32_r)) * rdet_r - (0.5 * (x23_i + x32_i)) * rdet_i
+            f23_i = (0.5 * (x23_r + x32_r)) * rdet_i + (0.5 * (x23_i + x32_i)) * rdet_r
+            f33_r = x33_r * rdet_r - x33_i * rdet_i
+            f33_i = x33_r * rdet_i + x33_i * rdet_r
+            bad += det_r * det_r + det_i * det_i == 0.0
+            e0_r += wi * f00_r
+            e0_i += wi * f00_i
+            e1_r += wi * f01_r
+            e1_i += wi * f01_i
+            e2_r += wi * f02_r
+            e2_i += wi * f02_i
+            e3_r += wi * f03_r
+            e3_i += wi * f03_i
+            e4_r += wi * f11_r
+            e4_i += wi * f11_i
+            e5_r += wi * f12_r
+            e5_i += wi * f12_i
+            e6_r += wi * f13_r
+            e6_i += wi * f13_i
+            e7_r += wi * f22_r
+            e7_i += wi * f22_i
+            e8_r += wi * f23_r
+            e8_i += wi * f23_i
+            e9_r += wi * f33_r
+            e9_i += wi * f33_i
+    EF[0, 0] += complex(e0_r, e0_i)
+    EF[0, 1] += complex(e1_r, e1_i)
+    EF[1, 0] += complex(e1_r, e1_i)
+    EF[0, 2] += complex(e2_r, e2_i)
+    EF[2, 0] += complex(e2_r, e2_i)
+    EF[0, 3] += complex(e3_r, e3_i)
+    EF[3, 0] += complex(e3_r, e3_i)
+    EF[1, 1] += complex(e4_r, e4_i)
+    EF[1, 2] += complex(e5_r, e5_i)
+    EF[2, 1] += complex(e5_r, e5_i)
+    EF[1, 3] += complex(e6_r, e6_i)
+    EF[3, 1] += complex(e6_r, e6_i)
+    EF[2, 2] += complex(e7_r, e7_i)
+    EF[2, 3] += complex(e8_r, e8_i)
+    EF[3, 2] += complex(e8_r, e8_i)
+    EF[3, 3] += complex(e9_r, e9_i)
+    if with_jac:
+        JF[0, 0] += complex(t0_0_r, t0_0_i)
+        JF[0, 1] += complex(t0_1_r + t0_1_r, t0_1_i + t0_1_i)
+        JF[0, 2] += complex(t0_2_r + t0_2_r, t0_2_i + t0_2_i)
+        JF[0, 3] += complex(t0_3_r + t0_3_r, t0_3_i + t0_3_i)
+        JF[0, 4] += complex(t1_1_r, t1_1_i)
+        JF[0, 5] += complex(t1_2_r + t1_2_r, t1_2_i + t1_2_i)
+        JF[0, 6] += complex(t1_3_r + t1_3_r, t1_3_i + t1_3_i)
+        JF[0, 7] += complex(t2_2_r, t2_2_i)
+        JF[0, 8] += complex(t2_3_r + t2_3_r, t2_3_i + t2_3_i)
+        JF[0, 9] += complex(t3_3_r, t3_3_i)
+        JF[1, 0] += complex(t0_1_r, t0_1_i)
+        JF[1, 1] += complex(t0_4_r + t1_1_r, t0_4_i + t1_1_i)
+        JF[1, 2] += complex(t0_5_r + t1_2_r, t0_5_i + t1_2_i)
+        JF[1, 3] += complex(t0_6_r + t1_3_r, t0_6_i + t1_3_i)
+        JF[1, 4] += complex(t1_4_r, t1_4_i)
+        JF[1, 5] += complex(t1_5_r + t2_4_r, t1_5_i + t2_4_i)
+        JF[1, 6] += complex(t1_6_r + t3_4_r, t1_6_i + t3_4_i)
+        JF[1, 7] += complex(t2_5_r, t2_5_i)
+        JF[1, 8] += complex(t2_6_r + t3_5_r, t2_6_i + t3_5_i)
+        JF[1, 9] += complex(t3_6_r, t3_6_i)
+        JF[2, 0] += complex(t0_2_r, t0_2_i)
+        JF[2, 1] += complex(t0_5_r + t1_2_r, t0_5_i + t1_2_i)
+        JF[2, 2] += complex(t0_7_r + t2_2_r, t0_7_i + t2_2_i)
+        JF[2, 3] += complex(t0_8_r + t2_3_r, t0_8_i + t2_3_i)
+        JF[2, 4] += complex(t1_5_r, t1_5_i)
+        JF[2, 5] += complex(t1_7_r + t2_5_r, t1_7_i + t2_5_i)
+        JF[2, 6] += complex(t1_8_r + t3_5_r, t1_8_i + t3_5_i)
+        JF[2, 7] += complex(t2_7_r, t2_7_i)
+        JF[2, 8] += complex(t2_8_r + t3_7_r, t2_8_i + t3_7_i)
+        JF[2, 9] += complex(t3_8_r, t3_8_i)
+        JF[3, 0] += complex(t0_3_r, t0_3_i)
+        JF[3, 1] += complex(t0_6_r + t1_3_r, t0_6_i + t1_3_i)
+        JF[3, 2] += complex(t0_8_r + t2_3_r, t0_8_i + t2_3_i)
+        JF[3, 3] += complex(t0_9_r + t3_3_r, t0_9_i + t3_3_i)
+        JF[3, 4] += complex(t1_6_r, t1_6_i)
+        JF[3, 5] += complex(t1_8_r + t2_6_r, t1_8_i + t2_6_i)
+        JF[3, 6] += complex(t1_9_r + t3_6_r, t1_9_i + t3_6_i)
+        JF[3, 7] += complex(t2_8_r, t2_8_i)
+        JF[3, 8] += complex(t2_9_r + t3_8_r, t2_9_i + t3_8_i)
+        JF[3, 9] += complex(t3_9_r, t3_9_i)
+        JF[4, 0] += complex(t1_1_r, t1_1_i)
+        JF[4, 1] += complex(t1_4_r + t1_4_r, t1_4_i + t1_4_i)
+        JF[4, 2] += complex(t1_5_r + t1_5_r, t1_5_i + t1_5_i)
+        JF[4, 3] += complex(t1_6_r + t1_6_r, t1_6_i + t1_6_i)
+        JF[4, 4] += complex(t4_4_r, t4_4_i)
+        JF[4, 5] += complex(t4_5_r + t4_5_r, t4_5_i + t4_5_i)
+        JF[4, 6] += complex(t4_6_r + t4_6_r, t4_6_i + t4_6_i)
+        JF[4, 7] += complex(t5_5_r, t5_5_i)
+        JF[4, 8] += complex(t5_6_r + t5_6_r, t5_6_i + t5_6_i)
+        JF[4, 9] += complex(t6_6_r, t6_6_i)
+        JF[5, 0] += complex(t1_2_r, t1_2_i)
+        JF[5, 1] += complex(t1_5_r + t2_4_r, t1_5_i + t2_4_i)
+        JF[5, 2] += complex(t1_7_r + t2_5_r, t1_7_i + t2_5_i)
+        JF[5, 3] += complex(t1_8_r + t2_6_r, t1_8_i + t2_6_i)
+        JF[5, 4] += complex(t4_5_r, t4_5_i)
+        JF[5, 5] += complex(t4_7_r + t5_5_r, t4_7_i + t5_5_i)
+        JF[5, 6] += complex(t4_8_r + t5_6_r, t4_8_i + t5_6_i)
+        JF[5, 7] += complex(t5_7_r, t5_7_i)
+        JF[5, 8] += complex(t5_8_r + t6_7_r, t5_8_i + t6_7_i)
+        JF[5, 9] += complex(t6_8_r, t6_8_i)
+        JF[6, 0] += complex(t1_3_r, t1_3_i)
+        JF[6, 1] += complex(t1_6_r + t3_4_r, t1_6_i + t3_4_i)
+        JF[6, 2] += complex(t1_8_r + t3_5_r, t1_8_i + t3_5_i)
+        JF[6, 3] += complex(t1_9_r + t3_6_r, t1_9_i + t3_6_i)
+        JF[6, 4] += complex(t4_6_r, t4_6_i)
+        JF[6, 5] += complex(t4_8_r + t5_6_r, t4_8_i + t5_6_i)
+        JF[6, 6] += complex(t4_9_r + t6_6_r, t4_9_i + t6_6_i)
+        JF[6, 7] += complex(t5_8_r, t5_8_i)
+        JF[6, 8] += complex(t5_9_r + t6_8_r, t5_9_i + t6_8_i)
+        JF[6, 9] += complex(t6_9_r, t6_9_i)
+        JF[7, 0] += complex(t2_2_r, t2_2_i)
+        JF[7, 1] += complex(t2_5_r + t2_5_r, t2_5_i + t2_5_i)
+        JF[7, 2] += complex(t2_7_r + t2_7_r, t2_7_i + t2_7_i)
+        JF[7, 3] += complex(t2_8_r + t2_8_r, t2_8_i + t2_8_i)
+        JF[7, 4] += complex(t5_5_r, t5_5_i)
+        JF[7, 5] += complex(t5_7_r + t5_7_r, t5_7_i + t5_7_i)
+        JF[7, 6] += complex(t5_8_r + t5_8_r, t5_8_i + t5_8_i)
+        JF[7, 7] += complex(t7_7_r, t7_7_i)
+        JF[7, 8] += complex(t7_8_r + t7_8_r, t7_8_i + t7_8_i)
+        JF[7, 9] += complex(t8_8_r, t8_8_i)
+        JF[8, 0] += complex(t2_3_r, t2_3_i)
+        JF[8, 1] += complex(t2_6_r + t3_5_r, t2_6_i + t3_5_i)
+        JF[8, 2] += complex(t2_8_r + t3_7_r, t2_8_i + t3_7_i)
+        JF[8, 3] += complex(t2_9_r + t3_8_r, t2_9_i + t3_8_i)
+        JF[8, 4] += complex(t5_6_r, t5_6_i)
+        JF[8, 5] += complex(t5_8_r + t6_7_r, t5_8_i + t6_7_i)
+        JF[8, 6] += complex(t5_9_r + t6_8_r, t5_9_i + t6_8_i)
+        JF[8, 7] += complex(t7_8_r, t7_8_i)
+        JF[8, 8] += complex(t7_9_r + t8_8_r, t7_9_i + t8_8_i)
+        JF[8, 9] += complex(t8_9_r, t8_9_i)
+        JF[9, 0] += complex(t3_3_r, t3_3_i)
+        JF[9, 1] += complex(t3_6_r + t3_6_r, t3_6_i + t3_6_i)
+        JF[9, 2] += complex(t3_8_r + t3_8_r, t3_8_i + t3_8_i)
+        JF[9, 3] += complex(t3_9_r + t3_9_r, t3_9_i + t3_9_i)
+        JF[9, 4] += complex(t6_6_r, t6_6_i)
+        JF[9, 5] += complex(t6_8_r + t6_8_r, t6_8_i + t6_8_i)
+        JF[9, 6] += complex(t6_9_r + t6_9_r, t6_9_i + t6_9_i)
+        JF[9, 7] += complex(t8_8_r, t8_8_i)
+        JF[9, 8] += complex(t8_9_r + t8_9_r, t8_9_i + t8_9_i)
+        JF[9, 9] += complex(t9_9_r, t9_9_i)
     return bad
 
 
@@ -3384,6 +5308,9 @@ def spike_sums_m4_k6(Dv, ZZ, G, Gp, inv_delta, Y):
 #: ``mp_moments`` by width
 MOMENTS = {1: moments_m1, 2: moments_m2, 3: moments_m3, 4: moments_m4}
 
+#: ``mp_moments`` for complex ``G`` by width (split arithmetic)
+MOMENTS_COMPLEX = {1: moments_c_m1, 2: moments_c_m2, 3: moments_c_m3, 4: moments_c_m4}
+
 #: per-node ``F`` and ``F G' F`` by width
 SPIKE_NODES = {1: spike_nodes_m1, 2: spike_nodes_m2, 3: spike_nodes_m3, 4: spike_nodes_m4}
 
@@ -3405,3 +5332,6 @@ SPIKE_SUMS = {
     (4, 3): spike_sums_m4_k3,
     (4, 6): spike_sums_m4_k6,
 }
+
+#: spike sums beyond K = 3, by (width, rows)
+SPIKE_SUMS_WIDE = {(3, 10): spike_sums_m3_k10}
