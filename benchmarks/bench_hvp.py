@@ -14,9 +14,14 @@ Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
   a parallel sum of ``X`` timed in the same run;
 * compile time, separately: first call in a fresh process with an empty Numba cache, first call
   in a fresh process that loads the cache, and a later call;
-* the other processes' CPU load during the measurement (rerun while it is high).
+* the other processes' CPU load during the measurement (rerun while it is high);
+* float32 storage of ``X`` (issue 15): the operator on the same draw with ``X`` stored as
+  float32 against float64, single product, blocks of 2 and of 8, timed side by side in runs of
+  ``--run`` consecutive calls (as a solver makes them), with the memory of ``X`` and the CPU
+  model and SIMD width (goal: single product <= 0.6x float64).
 
-Run: ``python benchmarks/bench_hvp.py [--threads 2] [--json benchmarks/results/hvp.json]``.
+Run: ``python benchmarks/bench_hvp.py [--threads 2] [--json benchmarks/results/hvp.json]``;
+``--float32-only`` runs the float32 section alone.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 from _kernels import stream_pass
@@ -54,6 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--max-tries", type=int, default=3, help="reruns while others' load is high")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a quiet machine")
     p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--float32-only", action="store_true", help="only the float32 section")
+    p.add_argument("--run", type=int, default=5, help="consecutive calls per timed run (float32)")
     return p.parse_args(argv)
 
 
@@ -248,6 +257,84 @@ def compile_times(m, threads):
     return results
 
 
+def cpu_info() -> dict:
+    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2."""
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
+                      if ln.startswith("Model name")), model)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    with open("/proc/cpuinfo") as f:
+        flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    simd = (
+        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
+    )
+    return {"model": model, "simd": simd}
+
+
+def time_runs(funcs: dict, run: int, repeats: int) -> dict:
+    """Median seconds per call of each callable, in runs of ``run`` consecutive calls, the
+    contenders taking turns (round robin, so that they share the background load)."""
+    per_call = {name: [] for name in funcs}
+    for _ in range(repeats):
+        for name, f in funcs.items():
+            time.sleep(0.3)  # let the previous contender's spinning threads sleep
+            f()
+            t0 = time.perf_counter()
+            for _ in range(run):
+                f()
+            per_call[name].append((time.perf_counter() - t0) / run)
+    return {name: statistics.median(ts) for name, ts in per_call.items()}
+
+
+def float32_timings(args, rng):
+    """float32 storage of ``X`` against float64 on the same draw: single product, blocks of
+    2 and 8, one pass over each ``X``; ratios float32 / float64 from one run."""
+    from _util import LoadMeter
+
+    model = rmt.MultiIndexModel("z1z2", noise=0.1)
+    net = rmt.TwoLayerNet(args.m, activation="tanh", loss="square")
+    W = rng.standard_normal((args.d, args.m)) / np.sqrt(args.d)
+    H = {}
+    for dt in (np.float64, np.float32):
+        data = model.sample(args.n, args.d, rng=args.seed, dtype=dt)
+        H[np.dtype(dt).name] = rmt.Hessian(net, data, W, weight_decay=1e-3)
+    V = {b: rng.standard_normal((H["float64"].shape[0], b)) for b in (1, 2, 8)}
+    funcs = {}
+    for name, op in H.items():
+        funcs[f"one pass over X, {name}"] = lambda op=op: stream_pass(op.data.X)
+        for b in (1, 2, 8):
+            funcs[f"{name}, block {b}"] = lambda op=op, b=b: op.matmat(V[b])
+    for f in funcs.values():
+        f()
+    ref = H["float64"].matmat(V[8])
+    err = np.abs(H["float32"].matmat(V[8]) - ref).max() / np.abs(ref).max()
+    with LoadMeter() as meter:
+        t = time_runs(funcs, args.run, args.repeats)
+    cpu = cpu_info()
+    print(f"\nfloat32 storage of X: n={args.n} d={args.d} m={args.m}; CPU {cpu['model']}, "
+          f"{cpu['simd']}; other processes' load {meter.other_load:.2f} cores")  # fmt: skip
+    for name, op in H.items():
+        print(f"  X {name}: {op.data.X.nbytes / 2**20:.0f} MiB")
+    print(f"  max relative difference float32 vs float64 operator (same draw): {err:.1e}")
+    print(f"  median per call over runs of {args.run} consecutive calls, {args.repeats} runs:")
+    print(f"  {'':14s} {'float64':>10s} {'float32':>10s} {'f32/f64':>8s} kernel")
+    rows = {}
+    for label in ("one pass over X", "block 1", "block 2", "block 8"):
+        key = (lambda nm: f"{label}, {nm}") if label.startswith("one") else (
+            lambda nm: f"{nm}, {label}")  # fmt: skip
+        t64, t32 = t[key("float64")], t[key("float32")]
+        b = 0 if label.startswith("one") else int(label.split()[1])
+        kern = hvp_kernel(args.m, b * args.m).__name__ if b else "stream_pass"
+        rows[label] = {"float64": t64, "float32": t32, "ratio": t32 / t64, "kernel": kern}
+        print(f"  {label:14s} {fmt_ms(t64)} {fmt_ms(t32)} {t32 / t64:8.2f} {kern}")
+    print(f"single product float32 / float64: {rows['block 1']['ratio']:.2f}  (goal <= 0.6)")
+    return {"cpu": cpu, "other_load": meter.other_load, "rel_err": err, "rows": rows,
+            "x_bytes": {k: op.data.X.nbytes for k, op in H.items()}}  # fmt: skip
+
+
 def main(argv=None):
     args = parse_args(argv)
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
@@ -255,15 +342,18 @@ def main(argv=None):
     print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(f"threads: numba {threads['numba']}, BLAS {threads['blas']}")
     rng = np.random.default_rng(args.seed)
-    H = make_hessian(args.n, args.d, args.m, rng)
     report = {
         "args": vars(args),
         "threads": {"numba": threads["numba"], "blas": threads["blas"]},
     }
-    report["main"] = main_timings(H, args, rng)
-    del H
-    report["sweep"] = width_sweep(args, rng)
-    report["compile"] = compile_times(args.m, args.threads)
+    if not args.float32_only:
+        H = make_hessian(args.n, args.d, args.m, rng)
+        report["main"] = main_timings(H, args, rng)
+        del H
+    report["float32"] = float32_timings(args, rng)
+    if not args.float32_only:
+        report["sweep"] = width_sweep(args, rng)
+        report["compile"] = compile_times(args.m, args.threads)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, default=str)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._validation import check_nonneg_float, check_positive_int
 from .hessian import finish_product, neuron_rows
-from .kernels.hessian import default_chunks, dense_hessian, fused_product
+from .kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
 from .network import TwoLayerNet
 from .operator import SymmetricOperator
 from .streaming import DENSE_MAX_BYTES, as_row_data, open_rows, read_rows
@@ -216,8 +216,10 @@ class _Shard:
 
 
 def _build_shard(X_s, y_s, W, net) -> _Shard:
-    """On the worker: ``D_s`` from ``U_s = X_s W``; keeps ``X_s`` by reference (no copy)."""
-    return _Shard(X_s, net.curvature(X_s @ W, y_s))
+    """On the worker: ``D_s`` from ``U_s = X_s W``; keeps ``X_s`` by reference (no copy).
+
+    A float32 ``X_s`` (float32 storage) stays float32; ``U_s`` is summed in float64."""
+    return _Shard(X_s, net.curvature(preactivations(X_s, W), y_s))
 
 
 def _load_shard(path, lo, hi, y_s, W, net) -> _Shard:
@@ -245,6 +247,8 @@ class DistributedHessian(SymmetricOperator):
     runs the fused Numba kernel on every shard and gathers the partial sums: per product it
     moves ``d m b`` floats out to each worker and back from each shard, never ``X``.  It is a
     :class:`rmt.operator.SymmetricOperator`; block products (``matmat``) cost one round trip.
+    A float32 ``X`` (float32 storage) is sharded as float32, half the bytes on the workers;
+    the kernels there sum in float64.
 
     Parameters
     ----------

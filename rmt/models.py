@@ -78,7 +78,10 @@ class Dataset:
     """Samples ``X`` (``n x d``), labels ``y`` (``n``) and, when known, ``theta`` (``d x k``).
 
     Arrays are validated and stored as float64: shapes must agree, entries must be finite and
-    ``theta`` must have orthonormal columns (to 1e-8).
+    ``theta`` must have orthonormal columns (to 1e-8).  The one exception is float32 storage of
+    ``X``: a float32 ndarray ``X`` is kept as float32 (C order; no copy when it already is),
+    which halves its memory; every operator reads its rows and computes in float64.  ``y``
+    and ``theta`` are always float64.
     """
 
     X: np.ndarray
@@ -86,7 +89,7 @@ class Dataset:
     theta: np.ndarray | None = None
 
     def __post_init__(self):
-        X = as_float_array(self.X, "X", ndim=2)
+        X = _as_storage_array(self.X)
         y = as_float_array(self.y, "y", ndim=1)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have one label per row of X ({X.shape[0]}); got {y.shape[0]}")
@@ -123,6 +126,29 @@ class Dataset:
     def delta(self) -> float:
         """Sample ratio ``n / d``."""
         return self.n / self.d
+
+
+def _as_storage_array(X) -> np.ndarray:
+    """``X`` as float64 (:func:`as_float_array`), or as C-ordered float32 when it is a float32
+    ndarray (float32 storage: no float64 copy is made); rank 2 and finite entries either way."""
+    if not (isinstance(X, np.ndarray) and X.dtype == np.float32):
+        return as_float_array(X, "X", ndim=2)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional; got shape {X.shape}")
+    X = np.ascontiguousarray(X)
+    bad = sum(int(np.count_nonzero(~np.isfinite(row))) for row in _row_chunks(X))
+    if bad:
+        raise ValueError(f"X must be finite; it has {bad} NaN or infinite entries")
+    return X
+
+
+def _row_chunks(X, rows: int = 4096):
+    """Views of ``rows`` rows of ``X`` at a time (bounded temporaries for big arrays)."""
+    return (X[lo : lo + rows] for lo in range(0, X.shape[0], rows))
+
+
+#: storage dtypes of ``X`` that :meth:`MultiIndexModel.sample` draws
+SAMPLE_DTYPES = (np.float64, np.float32)
 
 
 def random_orthonormal(d: int, k: int, rng) -> np.ndarray:
@@ -244,13 +270,17 @@ class MultiIndexModel:
             y = y + self.noise * rng.standard_normal(y.shape[0])
         return y
 
-    def sample(self, n: int, d: int, rng=None, theta=None) -> Dataset:
+    def sample(self, n: int, d: int, rng=None, theta=None, dtype=np.float64) -> Dataset:
         """Draw ``theta`` at random (or take the given one), then ``n`` samples in dimension ``d``.
 
         Passing the ``theta`` of a training set draws a held-out test set of the same model.
+        ``dtype=np.float32`` stores ``X`` as float32 (half the memory): the draw is the float64
+        draw of the same ``rng`` rounded to float32, made in row blocks (no float64 copy of
+        ``X``), and the labels are those of the float64 draw (``z`` of the unrounded rows).
         """
         n = check_positive_int(n, "n")
         d = check_positive_int(d, "d")
+        dtype = _check_sample_dtype(dtype)
         if d < self.k:
             raise ValueError(f"d must be at least k = {self.k}; got d = {d}")
         rng = np.random.default_rng(rng)
@@ -266,8 +296,12 @@ class MultiIndexModel:
                     f"theta must be (d, k) = ({d}, {self.k}) with orthonormal columns; "
                     f"got shape {theta.shape}"
                 )
-        X = rng.standard_normal((n, d))
-        y = self.labels(X @ theta, rng)
+        if dtype == np.float64:
+            X = rng.standard_normal((n, d))
+            z = X @ theta
+        else:
+            X, z = _draw_float32(rng, n, d, theta)
+        y = self.labels(z, rng)
         return Dataset(X, y, theta)
 
     def _check_z(self, z) -> np.ndarray:
@@ -279,6 +313,31 @@ class MultiIndexModel:
 
 #: number of Gaussian points at which a callable target is probed for evenness and randomness
 PROBE_POINTS = 4096
+
+
+def _check_sample_dtype(dtype) -> type:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in SAMPLE_DTYPES:
+        raise ValueError(f"dtype must be np.float64 or np.float32; got {dtype!r}")
+    return dt.type
+
+
+def _draw_float32(rng, n: int, d: int, theta, block_bytes: int = 64 * 2**20):
+    """``(X, z)``: ``X`` the float64 draw ``rng.standard_normal((n, d))`` rounded to float32,
+    drawn in row blocks of about ``block_bytes`` (the stream is the same as one draw), and
+    ``z = X theta`` of the float64 rows."""
+    X = np.empty((n, d), dtype=np.float32)
+    z = np.empty((n, theta.shape[1]))
+    rows = max(1, block_bytes // (8 * d))
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        blk = rng.standard_normal((hi - lo, d))
+        z[lo:hi] = blk @ theta
+        X[lo:hi] = blk
+    return X, z
 
 
 def _call_target(g, z, rng) -> np.ndarray:

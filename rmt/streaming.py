@@ -11,13 +11,15 @@ in-memory product (``rmt.kernels.hessian.fused_product``), and dropped.  Only ``
 ``y`` and the accumulator (``b m x d``) stay in memory, so the working set is one block plus
 those.  ``X`` (of a ``RowData``) may be
 
-- a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 blocks are used without a copy),
+- a ``numpy.ndarray`` or ``numpy.memmap`` (C order; float64 and float32 blocks are used without
+  a copy: float32 storage of ``X`` is read as float32 and summed in float64 by the kernels),
 - a path to an ``.npy`` file, opened with ``numpy.load(path, mmap_mode="r")`` (a shared
   read-only mapping: a copy-on-write one, ``"c"``, is charged in full against the memory
   commit limit and fails with ENOMEM for a file larger than RAM; the read-only blocks make
   Numba compile, once, and cache read-only variants of the kernels),
 - any 2-d array with row slicing, ``shape`` and ``dtype``: a zarr array (blocks are aligned to
-  its chunks), an h5py dataset.  Blocks that are not C-ordered float64 are copied.
+  its chunks), an h5py dataset.  Blocks that are not C-ordered float64 or float32 are copied
+  (to float64; a float32 source stays float32).
 
 For a memmap the pages of ``X`` live in the operating system's page cache, not in the process's
 private memory: a warm cache gives in-memory speed, a cold one gives disk speed.  Successive
@@ -34,7 +36,7 @@ import numpy as np
 
 from ._validation import as_float_array, check_nonneg_float, check_positive_int
 from .hessian import finish_product, neuron_rows
-from .kernels.hessian import default_chunks, dense_hessian, fused_product
+from .kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
 from .network import TwoLayerNet
 from .operator import SymmetricOperator
 
@@ -74,11 +76,19 @@ def open_rows(X):
     return X
 
 
+def storage_dtype(X) -> np.dtype:
+    """The dtype blocks of ``X`` are read as: float32 for a float32 source (float32 storage),
+    else float64."""
+    return np.dtype(np.float32 if np.dtype(X.dtype) == np.float32 else np.float64)
+
+
 def read_rows(X, lo: int, hi: int) -> np.ndarray:
-    """Rows ``lo:hi`` of ``X`` as a C-contiguous float64 ndarray (a view when possible)."""
+    """Rows ``lo:hi`` of ``X`` as a C-contiguous ndarray of :func:`storage_dtype` (float64, or
+    float32 for a float32 source; a view when possible)."""
     blk = np.asarray(X[lo:hi])
-    if blk.dtype != np.float64 or not blk.flags.c_contiguous:
-        blk = np.ascontiguousarray(blk, dtype=np.float64)
+    dtype = storage_dtype(X)
+    if blk.dtype != dtype or not blk.flags.c_contiguous:
+        blk = np.ascontiguousarray(blk, dtype=dtype)
     return blk
 
 
@@ -134,8 +144,10 @@ def default_block_rows(X) -> int:
     Blocks of a chunked array (zarr) are a multiple of its row chunks.
     """
     n, d = X.shape
-    view = isinstance(X, np.ndarray) and X.dtype == np.float64 and X.flags.c_contiguous
-    rows = max(64, (DEFAULT_VIEW_BLOCK_BYTES if view else DEFAULT_BLOCK_BYTES) // (8 * d))
+    dtype = storage_dtype(X)
+    view = isinstance(X, np.ndarray) and X.dtype == dtype and X.flags.c_contiguous
+    block_bytes = DEFAULT_VIEW_BLOCK_BYTES if view else DEFAULT_BLOCK_BYTES
+    rows = max(64, block_bytes // (dtype.itemsize * d))
     chunks = getattr(X, "chunks", None)
     if chunks is not None and len(chunks) == 2 and isinstance(chunks[0], (int, np.integer)):
         c = int(chunks[0])
@@ -153,7 +165,7 @@ def curvature_by_blocks(net: TwoLayerNet, X, y, W, block_rows: int) -> np.ndarra
     for lo in range(0, n, block_rows):
         hi = min(n, lo + block_rows)
         blk = read_rows(X, lo, hi)
-        U = blk @ W
+        U = preactivations(blk, W)
         if not np.all(np.isfinite(U)):
             raise ValueError(f"X must be finite; rows {lo}:{hi} hold NaN or infinite entries")
         D[lo:hi] = net.curvature(U, y[lo:hi])
@@ -195,10 +207,12 @@ class StreamingHessian(SymmetricOperator):
         First-layer weights.
     weight_decay : float
     block_rows : int, optional
-        Rows per block; default 2 GiB of ``X`` for a float64 C-order array or memmap, whose
+        Rows per block; default 2 GiB of ``X`` for a float64 or float32 C-order array or
+        memmap, whose
         blocks are views, and 256 MiB (aligned to the chunks) for zarr and other copied
         sources.  Private memory is ``D`` plus ``(n_chunks + 2) * b * m * d * 8`` bytes of
-        accumulators, plus ``block_rows * d * 8`` bytes when blocks are copied.  The pages of
+        accumulators, plus ``block_rows * d * 8`` bytes (4 for a float32 source) when blocks are
+        copied.  The pages of
         a memmap are the operating system's page cache: they show in the RSS, and are
         reclaimable.
 

@@ -5,6 +5,11 @@
 
 Vectors are neuron-major: ``v.reshape(m, d)[j]`` is the direction of ``w_j``.  A block of ``b``
 vectors is stored as ``Vt`` of shape ``(b*m, d)``: row ``c*m + j`` is neuron ``j`` of vector ``c``.
+
+``X`` may be float64 or float32 (float32 storage); ``D``, ``Vt`` and every accumulator are
+float64, so a float32 entry of ``X`` is widened before it is multiplied (Numba compiles one
+specialisation per dtype; the mixed float32 x float64 products are float64) and no arithmetic
+is done in float32.
 """
 
 from __future__ import annotations
@@ -46,6 +51,36 @@ def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out
                 D[i, j, k] = v
                 D[i, k, j] = v
             D[i, j, j] += dl * a[j] * d2s[j]
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _preactivations_kernel(X, Wt, U):
+    """``U = X Wt^T`` row by row (``Wt`` is ``m x d``), accumulated in float64 whatever the
+    dtype of ``X`` (each entry is widened to float64 before the product)."""
+    n, d = X.shape
+    m = Wt.shape[0]
+    for i in prange(n):
+        x = X[i]
+        for j in range(m):
+            w = Wt[j]
+            s = 0.0
+            for t in range(d):
+                s += np.float64(x[t]) * w[t]
+            U[i, j] = s
+
+
+def preactivations(X, W) -> np.ndarray:
+    """``U = X W`` (``n x m``, float64) for the curvature blocks.
+
+    A float64 ``X`` goes to BLAS (``X @ W``, as before); a float32 ``X`` (float32 storage) to
+    a Numba kernel that reads float32 rows and accumulates in float64, so that no float64 copy
+    of ``X`` is made (numpy's mixed-dtype ``X @ W`` would cast all of ``X`` first).
+    """
+    if X.dtype == np.float32:
+        U = np.empty((X.shape[0], W.shape[1]))
+        _preactivations_kernel(X, np.ascontiguousarray(np.asarray(W, dtype=np.float64).T), U)
+        return U
+    return X @ W
 
 
 @njit(cache=True, inline="always")
