@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import roots_hermitenorm
 
 from ._validation import check_positive_int
 
@@ -29,7 +30,8 @@ def gauss_hermite(K: int, order: int = 40) -> GaussianNodes:
     """Tensor Gauss-Hermite nodes (probabilists' weight) for ``N(0, I_K)``: ``order**K`` points."""
     K = check_positive_int(K, "K")
     order = check_positive_int(order, "order")
-    x, w = np.polynomial.hermite_e.hermegauss(order)
+    # Golub-Welsch (scipy): numpy's hermegauss overflows above order ~300
+    x, w = roots_hermitenorm(order)
     w = w / w.sum()
     grids = np.meshgrid(*([x] * K), indexing="ij")
     wgrids = np.meshgrid(*([w] * K), indexing="ij")

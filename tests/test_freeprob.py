@@ -6,7 +6,7 @@ from scipy import integrate, optimize
 
 import rmt
 from rmt.freeprob import closed_forms as cf
-from rmt.freeprob.mp import MPSystem
+from rmt.freeprob.mp import ConvergenceError, MPSystem
 from rmt.kernels.freeprob import mp_moments, spike_moments
 
 PHASE = rmt.MultiIndexModel("phase_retrieval")
@@ -177,12 +177,13 @@ def test_boundary_threshold_c_over_two_with_exact_supremum(c):
     assert len(out) == 1 and out[0].overlap_theta > 0
 
 
-def test_boundary_threshold_without_supremum_is_documented_bias():
-    """Without T_bounds the largest node sets the edge, which moves the threshold below c/2."""
+def test_boundary_threshold_without_supremum_is_not_determined():
+    """Without T_bounds the largest node would set the edge (and a threshold 0.958 instead of
+    c/2 = 1): the edge is reported as not determined instead of as a biased number."""
     c = 2.0
     law = rmt.SpikeLaw.spectral(PHASE, lambda y: (y - 1) / (y + c - 1))
-    res = rmt.bbp_threshold(law, side="right", delta_range=(0.2, 5.0))
-    assert res.found and 0.9 * c / 2 < res.delta < c / 2 - 1e-3
+    with pytest.raises(ConvergenceError, match="not determined"):
+        rmt.bbp_threshold(law, side="right", delta_range=(0.2, 5.0))
 
 
 # -- non-smooth preprocessing: adaptive nodes against scipy.integrate.quad ----------------

@@ -20,13 +20,15 @@ What the results say beyond numbers:
   ``bbp_threshold`` returns ``found=False, delta=inf`` with the reason.
 - ``BulkEdges.lo_kind / hi_kind``: ``"fold"`` (square-root edge, exact to solver tolerance),
   ``"boundary"`` (cut at an exact range of ``D`` given in ``d_bounds``, for suprema reached only
-  at infinity), ``"pole"`` (the branch ran into the largest node of a discretised law before
-  folding: the edge is then only as good as that node approximates ``sup D``), ``"atom"``.
+  at infinity), ``"atom"``.  An edge is never read off the largest node of a discretised law:
+  when the real branch runs into that node's pole before folding, ``bulk_edges`` raises
+  ``ConvergenceError`` (the edge is not determined; give ``d_bounds``/``T_bounds``).
 - Solvers raise ``ConvergenceError`` rather than return an unconverged number.
 
-Known limitations: a discretised law without ``d_bounds`` moves a boundary-type threshold (the
-``c/2`` example: 0.958 instead of 1 for ``c = 2``); non-smooth networks with two or more
-coordinates besides ``Theta*`` are integrated by Gauss-Hermite there (about 1e-3..1e-2).
+Known limitations: non-smooth networks (Huber loss, ReLU) are integrated by Gauss-Hermite in the
+coordinates besides ``Theta*``, where the inner integrals have square-root singularities: about
+1% on ``E[D]`` (measured; ``nodes_accuracy`` in docs/theory.md section 3.4); ``nodes="adaptive"``
+is exact there for one such coordinate, at tens of seconds.
 """
 
 from . import closed_forms  # noqa: F401

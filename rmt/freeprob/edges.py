@@ -45,7 +45,7 @@ class FoldPoint:
 class BulkEdges:
     """Result of ``bulk_edges``.  Unpacks as ``lo, hi = bulk_edges(law, delta)``.
 
-    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"pole"`` (see ``find_fold``), ``"boundary"`` (the branch ends where
+    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"boundary"`` (the branch ends where
     the exact range of ``D`` in ``law.d_bounds`` puts a pole), ``"atom"`` (an atom at 0 is the end
     of the spectrum), or ``"unbounded"`` (``law.unbounded``: the edge is infinite).
     ``G_lo``/``G_hi`` are ``G`` at the edges, before the shift by ``law.shift``.
@@ -210,11 +210,11 @@ def find_fold(mp: MPSystem, side, max_steps=400):
 
     ``path`` lists the accepted points of the continuation, from the start.
 
-    ``kind`` is ``"fold"``, ``"boundary"`` (cut at ``law.d_bounds``) or ``"pole"``: the branch
-    reached a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any fold could
-    be resolved.  That happens when the extreme node has a tiny weight (``~ phi(12)`` for adaptive
-    nodes): its fold lies within ``sqrt(weight)`` of the pole, below double precision, and the
-    edge equals the returned ``zeta`` to about that accuracy.
+    ``kind`` is ``"fold"`` or ``"boundary"`` (cut at ``law.d_bounds``).  When the branch
+    reaches a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any fold,
+    the edge is not determined and ``ConvergenceError`` is raised: the pole sits at the largest
+    node of the discretisation, so its value tells the reach of the nodes, not the edge of the
+    law (an unbounded ``D`` the probe missed, or a supremum reached only at infinity).
     """
     pt, prev, past = _start(mp, side), None, None  # past: a point known to lie past the fold
     path = [pt]
@@ -241,7 +241,14 @@ def find_fold(mp: MPSystem, side, max_steps=400):
         prev, pt = pt, new
         path.append(pt)
         if pt.margin < POLE_MARGIN:
-            return pt, "pole", steps, path
+            raise ConvergenceError(
+                f"the bulk edge on the {'left' if side < 0 else 'right'} is not determined: the "
+                f"real branch reached a pole of the extreme node (zeta = {pt.zeta:.6g}) before "
+                "any fold; the edge of a discretised law there is an artefact of its largest "
+                "node (D may be unbounded, or reach its bound only at infinity: pass T_bounds "
+                "or d_bounds)",
+                partial=pt,
+            )
         if tau_b is not None and tau_new == tau_b:
             return pt, "boundary", steps, path
         ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)

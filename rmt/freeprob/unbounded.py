@@ -2,7 +2,10 @@
 
 If ``D`` is unbounded below (above), so is the bulk: no outlier separates on that side, the limit
 transition does not exist there and ``delta_NN = inf``.  A discretised law is always bounded, so
-the answer is read off the exact map ``D(zhat, eps)`` along rays to infinity.
+the answer is read off the exact map ``D(zhat, eps)`` far out: along fixed rays to infinity, and
+on spheres of growing radius sampled in many directions.  The samples catch what rays miss: a
+band along which ``D`` grows, thin in angle (square activation with a Huber loss at ``M != 0``:
+``l'' = 1`` only where ``u^2 ~ z^2``, a band of angular width ``~ 1/r^2``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 RADII = (6.0, 12.0, 24.0, 48.0)
+#: directions sampled on each sphere (a fixed, seeded draw): a band of angular fraction
+#: ``~ 1/r^2`` gets ``~ 10`` of them at ``r = 48``
+SHELL_DIRECTIONS = 20_000
+SHELL_SEED = 20261201
 
 
 def _directions(dims):
@@ -18,29 +25,33 @@ def _directions(dims):
     # a fixed, reproducible set of oblique directions (not a random draw)
     t = np.arange(1, 97)[:, None] * (np.arange(1, dims + 1)[None, :] * 0.7548776662 + 0.5698402910)
     oblique = np.cos(2.0 * np.pi * (t % 1.0)) + 0.01
-    dirs = np.concatenate([axes, oblique])
+    # many directions drawn once from a fixed seed: uniform on the sphere
+    shell = np.random.default_rng(SHELL_SEED).standard_normal((SHELL_DIRECTIONS, dims))
+    dirs = np.concatenate([axes, oblique, shell])
     return dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
 
 
-def probe_unbounded(func, dims):
-    """Return ``((below, above), reason)`` for ``D = func(points)`` along rays.
+def _extremes(func, points):
+    with np.errstate(all="ignore"):
+        D = np.nan_to_num(func(points), nan=0.0, posinf=1e300, neginf=-1e300)
+    eig = np.linalg.eigvalsh(D)
+    return eig.min(), eig.max()
 
-    A side counts as unbounded when the extreme eigenvalue of ``D`` over the rays keeps growing:
-    from radius 12 to 48 it moves outward by more than half of ``1 + |value at radius 12|`` and
-    it moves outward monotonically over the radii 6, 12, 24, 48.
+
+def probe_unbounded(func, dims):
+    """Return ``((below, above), reason)`` for ``D = func(points)`` far from the origin.
+
+    ``D`` is evaluated along fixed rays and at ``SHELL_DIRECTIONS`` seeded directions on the
+    spheres of radii ``RADII``.  A side counts as unbounded when the extreme eigenvalue of ``D``
+    over a sphere keeps growing: from radius 12 to 48 it moves outward by more than half of
+    ``1 + |value at radius 12|``, and it moves outward monotonically over the radii 6, 12, 24, 48.
     """
     dirs = _directions(dims)
-    lows, highs = [], []
-    with np.errstate(all="ignore"):
-        for r in RADII:
-            eig = np.linalg.eigvalsh(np.nan_to_num(func(r * dirs), posinf=1e300, neginf=-1e300))
-            lows.append(eig.min())
-            highs.append(eig.max())
-    lows, highs = np.array(lows), np.array(highs)
+    lows, highs = np.array([_extremes(func, r * dirs) for r in RADII]).T
     above = bool(np.all(np.diff(highs) > 0) and highs[3] - highs[1] > 0.5 * (1 + abs(highs[1])))
     below = bool(np.all(np.diff(lows) < 0) and lows[1] - lows[3] > 0.5 * (1 + abs(lows[1])))
     reason = (
-        f"extreme eigenvalues of D along rays at radii {RADII}: "
+        f"extreme eigenvalues of D on spheres of radii {RADII} ({dirs.shape[0]} directions): "
         f"min {np.array2string(lows, precision=3)}, max {np.array2string(highs, precision=3)}"
     )
     return (below, above), reason
