@@ -25,10 +25,11 @@ What the results say beyond numbers:
   ``ConvergenceError`` (the edge is not determined; give ``d_bounds``/``T_bounds``).
 - Solvers raise ``ConvergenceError`` rather than return an unconverged number.
 
-Known limitations: non-smooth networks (Huber loss, ReLU) are integrated by Gauss-Hermite in the
-coordinates besides ``Theta*``, where the inner integrals have square-root singularities: about
-1% on ``E[D]`` (measured; ``nodes_accuracy`` in docs/theory.md section 3.4); ``nodes="adaptive"``
-is exact there for one such coordinate, at tens of seconds.
+Known limitations: a non-smooth network (Huber loss, ReLU) with one coordinate besides
+``Theta*`` is integrated by Gauss-Hermite in that coordinate, where the inner integrals have
+square-root singularities: ``E[D]`` within 6e-3 (softplus), 2e-5 (tanh), 1.2e-2 (ReLU), measured
+(docs/theory.md section 3.9); ``nodes="adaptive"`` is exact there, at tens of seconds.  Other
+non-smooth laws get Monte Carlo nodes with their ``stderr``.
 """
 
 from . import closed_forms  # noqa: F401
