@@ -1,0 +1,329 @@
+"""Discrete-time dynamical mean-field theory of full-batch GD (docs/dmft.md, draft of section 8).
+
+:func:`dmft_gd` solves the effective process of :func:`rmt.gradient_descent`,
+
+    W^{t+1} = (1 - lr lam) W^t - lr (1/n) X^T Psi^t,    Psi^t_i = psi(u_i^t, y_i),
+    psi(u, y) = l'(y, a^T sigma(u)) a * sigma'(u),      u_i^t = W^{tT} x_i,
+
+in the proportional limit ``n, d -> inf`` at ``n / d = delta``, from ``W^0`` with i.i.d.
+``N(0, init_scale^2 / d)`` entries.  The equations (docs/dmft.md, eqs. (D1)-(D7)) are causal
+in time: every kernel at time ``t`` needs only kernels at earlier times.  They are solved in
+one forward sweep over the time grid, which is the exact fixed point of the kernel map for the
+Monte Carlo sample (no damping is needed; see docs/dmft.md section 8.5):
+
+- n-side: ``N = n_samples`` seeded draws of ``(z, y)`` and of the Gaussian process ``xi``
+  (covariance ``Q_perp``, sampled through its Gram form (D6), eq. (D7)), the memory term
+  ``-(lr/delta) sum_s R_w(t,s) psi^s``, and the per-sample linear response ``d psi^t/d eta^s``
+  propagated exactly through the linearised update (Jacobian ``J = d psi / d u``, the
+  curvature block ``D_i`` of docs/theory.md section 2.1);
+- d-side: linear and Gaussian, so ``M(t)``, ``Phi(t)``, ``R_w(t, s)`` and ``Q_perp(t, s)``
+  are deterministic recursions (no sampling).
+
+Cost: ``8 N^2`` bytes for the Gaussian matrix of (D7), ``O(N m^2 T^2 / 2)`` memory for the
+responses and ``O(N m^3 T^3 / 6)`` flops (m = 2, T = 100, N = 3000: about 20 s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validation import check_nonneg_float, check_positive_float, check_positive_int
+from .models import MultiIndexModel
+from .network import TwoLayerNet
+
+
+@dataclass(frozen=True)
+class DMFTResult:
+    """Result of :func:`dmft_gd` (curves at the iterate *before* update ``t``, as in ``GDRun``).
+
+    ``train_loss[t]`` (with weight decay), ``test_loss[t]`` (population loss, without it),
+    ``grad_norm[t]`` (Frobenius), ``M[t] = W^{tT} Theta*`` (``m x k``), ``Q[t] = W^{tT} W^t``
+    (``m x m``), ``overlap[t] = ||M||_F^2 / tr Q``, for ``t = 0..steps-1``.  Two-time kernels
+    (``steps+1`` times for the d-side, ``steps`` for the n-side): ``Q_perp[t, s]``,
+    ``R_w[t, s]``, ``C_psi[t, s]``, ``R_psi[t, s]`` (each ``m x m``).  ``converged`` is False
+    when the solve failed (``message`` says where and why); the curves are then NaN from that
+    step on, never an unconverged number.
+    """
+
+    train_loss: np.ndarray
+    test_loss: np.ndarray
+    grad_norm: np.ndarray
+    M: np.ndarray
+    Q: np.ndarray
+    overlap: np.ndarray
+    Q_perp: np.ndarray
+    R_w: np.ndarray
+    C_psi: np.ndarray
+    R_psi: np.ndarray
+    converged: bool
+    message: str
+    n_samples: int
+    delta: float
+    lr: float
+    steps: int
+
+
+def dmft_gd(
+    model,
+    net,
+    delta,
+    lr,
+    steps,
+    init_scale=1e-2,
+    *,
+    weight_decay=0.0,
+    n_samples=4000,
+    n_test=50_000,
+    M0=None,
+    rng=None,
+) -> DMFTResult:
+    """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
+
+    ``model`` a :class:`rmt.MultiIndexModel`, ``net`` a :class:`rmt.TwoLayerNet` (or any
+    object with ``width``, ``a``, ``sigma(U)`` and ``loss_derivatives(y, f)``), ``delta = n/d``,
+    ``lr``, ``init_scale`` and ``weight_decay`` as in :func:`rmt.gradient_descent`.  ``M0``
+    (``m x k``) is the starting overlap ``W^{0T} Theta*`` (default 0, its ``d -> inf`` limit).
+    ``n_samples`` Monte Carlo draws of the per-sample process (and, for the test loss,
+    ``n_test`` draws of ``(z, y, g)``), all from ``rng``.  Returns :class:`DMFTResult`.
+    """
+    prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0)
+    n_test = check_positive_int(n_test, "n_test")
+    draws = _draws(prob, n_test, np.random.default_rng(rng))
+    return _solve(prob, draws)
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class _Problem:
+    model: MultiIndexModel
+    net: object
+    delta: float
+    lr: float
+    T: int
+    init: float
+    wd: float
+    N: int
+    M0: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return self.net.width
+
+    @property
+    def k(self) -> int:
+        return self.model.k
+
+    @classmethod
+    def make(cls, model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0):
+        if not isinstance(model, MultiIndexModel):
+            raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
+        if not isinstance(net, TwoLayerNet) and not all(
+            hasattr(net, name) for name in ("width", "a", "sigma", "loss_derivatives")
+        ):
+            raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+        m, k = net.width, model.k
+        if M0 is None:
+            M0 = np.zeros((m, k))
+        M0 = np.asarray(M0, dtype=np.float64).reshape(m, k) if np.size(M0) == m * k else None
+        if M0 is None:
+            raise ValueError(f"M0 must have m x k = {m} x {k} entries")
+        return cls(
+            model,
+            net,
+            check_positive_float(delta, "delta"),
+            check_positive_float(lr, "lr"),
+            check_positive_int(steps, "steps"),
+            check_nonneg_float(init_scale, "init_scale"),
+            check_nonneg_float(weight_decay, "weight_decay"),
+            check_positive_int(n_samples, "n_samples", minimum=2),
+            M0,
+        )
+
+
+def _draws(prob, n_test, rng) -> dict:
+    """The seeded Monte Carlo sample: ``(z, y)`` and Gaussian seeds, train and test sides."""
+    N, k, m = prob.N, prob.k, prob.m
+    z = rng.standard_normal((N, k))
+    y = prob.model.labels(z, rng)
+    g0 = rng.standard_normal((N, m))  # the initial condition w^0 / init_scale
+    H = rng.standard_normal((N, N))  # xi = ... + (lr / sqrt(delta N)) H B: eq. (D7)
+    np.fill_diagonal(H, 0.0)
+    z_test = rng.standard_normal((n_test, k))
+    y_test = prob.model.labels(z_test, rng)
+    g_test = rng.standard_normal((n_test, m))
+    return {"z": z, "y": y, "g0": g0, "H": H, "z_test": z_test, "y_test": y_test, "g_test": g_test}
+
+
+def _psi(net, U, y):
+    """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian."""
+    s, ds, d2s = net.sigma(U)
+    a = np.asarray(net.a, dtype=np.float64)
+    ell, dl, d2l = net.loss_derivatives(y, s @ a)
+    v = ds * a
+    psi = dl[:, None] * v
+    J = d2l[:, None, None] * v[:, :, None] * v[:, None, :]
+    J += (dl[:, None] * d2s * a)[:, :, None] * np.eye(v.shape[1])
+    return ell, psi, J
+
+
+# ---------------------------------------------------------------------------------------------
+# the causal solve
+# ---------------------------------------------------------------------------------------------
+def _solve(prob, draws) -> DMFTResult:
+    st = _State.empty(prob)
+    message, ok = "converged: causal sweep over the time grid", True
+    for t in range(prob.T):
+        try:
+            _n_side_step(prob, draws, st, t)
+        except FloatingPointError as err:
+            message, ok = f"failed at step {t}: {err}", False
+            break
+        _d_side_step(prob, draws, st, t)
+    return _result(prob, draws, st, ok, message)
+
+
+@dataclass
+class _State:
+    M: np.ndarray  # (T+1, m, k)
+    Phi: np.ndarray  # (T+1, m, m)
+    R_w: np.ndarray  # (T+1, T+1, m, m), R_w[t, s], s < t
+    Qp: np.ndarray  # (T+1, T+1, m, m)
+    C: np.ndarray  # (T, T, m, m)
+    R: np.ndarray  # (T, T, m, m)
+    psi: list  # psi^s, (N, m)
+    dpsi: list  # dpsi[s] (m, s+1, N, m): d psi^s / d eta^{s'} for s' <= s, row index first
+    loss: np.ndarray
+
+    @classmethod
+    def empty(cls, prob):
+        T, m, k = prob.T, prob.m, prob.k
+        Phi = np.zeros((T + 1, m, m))
+        Phi[0] = np.eye(m)
+        Qp = np.zeros((T + 1, T + 1, m, m))
+        Qp[0, 0] = prob.init**2 * np.eye(m)
+        M = np.zeros((T + 1, m, k))
+        M[0] = prob.M0
+        z4 = np.zeros((T, T, m, m))
+        zr = np.zeros((T + 1, T + 1, m, m))
+        return cls(M, Phi, zr, Qp, z4, z4.copy(), [], [], np.full(T, np.nan))
+
+
+def _n_side_step(prob, draws, st, t) -> None:
+    """Eqs. (D1)-(D3) at time ``t``: ``xi^t``, ``u^t``, ``psi^t`` and the responses."""
+    lr, dl, m = prob.lr, prob.delta, prob.m
+    B = np.zeros((prob.N, m))  # B^t = sum_{s<t} psi^s R_w(t,s)^T
+    for s in range(t):
+        B += st.psi[s] @ st.R_w[t, s].T
+    xi = prob.init * draws["g0"] @ st.Phi[t].T + (lr / np.sqrt(dl * prob.N)) * (draws["H"] @ B)
+    r = xi - (lr / dl) * B
+    U = draws["z"] @ st.M[t].T + r
+    ell, psi, J = _psi(prob.net, U, draws["y"])
+    if not (np.all(np.isfinite(psi)) and np.all(np.isfinite(J))):
+        raise FloatingPointError("non-finite psi or Jacobian in the per-sample process")
+    st.loss[t] = float(np.mean(ell))
+    # responses, stored row-index first: dpsi[t][i, s, n, k] = (d psi_n^t / d eta^s)_{ik}
+    dr = np.zeros((m, t + 1) + psi.shape)
+    dr[:, t] = np.eye(m)[:, None, :]
+    for sp in range(
+        t
+    ):  # dr^t/deta^s = delta_ts - (lr/delta) sum_{s<=s'<t} R_w(t,s') dpsi^s'/deta^s
+        block = st.dpsi[sp].reshape(m, -1)
+        dr[:, : sp + 1] -= ((lr / dl) * st.R_w[t, sp] @ block).reshape(st.dpsi[sp].shape)
+    dpsi = np.zeros_like(dr)
+    for i in range(m):
+        for j in range(m):
+            dpsi[i] += J[None, :, i, j, None] * dr[j]
+    st.psi.append(psi)
+    st.dpsi.append(dpsi)
+    N = psi.shape[0]
+    st.R[t, : t + 1] = np.transpose(dpsi.mean(axis=2), (1, 0, 2))
+    for s in range(t + 1):
+        st.C[t, s] = psi.T @ st.psi[s] / N
+        st.C[s, t] = st.C[t, s].T
+
+
+def _d_side_step(prob, draws, st, t) -> None:
+    """Eqs. (D4)-(D6): ``M(t+1)``, ``Phi(t+1)``, ``R_w(t+1, s)`` and ``Q_perp(t+1, s)``."""
+    lr, m = prob.lr, prob.m
+    keep = 1.0 - lr * prob.wd
+    R_t = st.R[t, : t + 1]  # R_psi(t, p), p <= t
+    st.M[t + 1] = keep * st.M[t] - lr * _mu(prob, draws, st, t)
+    st.Phi[t + 1] = keep * st.Phi[t] - lr * np.einsum("pij,pjk->ik", R_t, st.Phi[: t + 1])
+    memory = np.einsum("pij,psjk->sik", R_t, st.R_w[: t + 1, : t + 1])  # R_w(p, s) = 0, p <= s
+    st.R_w[t + 1, : t + 1] = keep * st.R_w[t, : t + 1] - lr * memory
+    st.R_w[t + 1, t] += np.eye(m)
+    row = _q_perp_row(prob, st, t + 1)
+    st.Qp[t + 1, : t + 2] = row
+    st.Qp[: t + 2, t + 1] = np.swapaxes(row, 1, 2)
+
+
+def _mu(prob, draws, st, t) -> np.ndarray:
+    """``mu(t) = E[psi^t z^T]`` (eq. (D3)); exactly 0 for an even target while ``M = 0``.
+
+    For an even target (``(z, y) -> (-z, y)`` leaves the law invariant) with ``M(s) = 0`` for
+    ``s <= t``, ``psi^t`` depends on ``z`` only through ``y``, so ``mu(t) = 0`` and ``M`` stays
+    0 (docs/dmft.md section 8.4).  The Monte Carlo estimate would instead be ``O(N^{-1/2})``
+    and grow along the unstable direction, so the exact value is used.
+    """
+    if prob.model.even and not np.any(st.M[: t + 1]):
+        return np.zeros((prob.m, prob.k))
+    return st.psi[t].T @ draws["z"] / st.psi[t].shape[0]
+
+
+def _q_perp_row(prob, st, t) -> np.ndarray:
+    """Eq. (D6) for ``s <= t``: ``init^2 Phi(t) Phi(s)^T + (lr^2/delta) sum_{p<t, q<s}
+    R_w(t,p) C(p,q) R_w(s,q)^T`` (``R_w(s, q) = 0`` for ``q >= s`` makes the sums full)."""
+    n = t  # C is known on [0, t) x [0, t)
+    left = np.einsum("pij,pqjk->qik", st.R_w[t, :n], st.C[:n, :n])
+    noise = np.einsum("qik,sqlk->sil", left, st.R_w[: t + 1, :n])
+    init = prob.init**2 * np.einsum("ij,slj->sil", st.Phi[t], st.Phi[: t + 1])
+    return init + (prob.lr**2 / prob.delta) * noise
+
+
+def _result(prob, draws, st, ok, message) -> DMFTResult:
+    T = prob.T
+    Q = np.array([st.Qp[t, t] + st.M[t] @ st.M[t].T for t in range(T + 1)])
+    Q12 = np.array([st.Qp[t + 1, t] + st.M[t + 1] @ st.M[t].T for t in range(T)])
+    step2 = np.einsum("tii->t", Q[1:]) + np.einsum("tii->t", Q[:-1]) - 2 * np.einsum("tii->t", Q12)
+    grad = np.sqrt(np.clip(step2, 0.0, None)) / prob.lr
+    train = st.loss + 0.5 * prob.wd * np.einsum("tii->t", Q[:T])
+    test = np.array([_test_loss(prob, draws, st, t) for t in range(T)])
+    overlap = np.einsum("tij,tij->t", st.M[:T], st.M[:T]) / np.einsum("tii->t", Q[:T])
+    M = st.M[:T].copy()
+    curves = [train, test, grad, overlap, M]
+    if not ok:
+        bad = int(np.flatnonzero(~np.isfinite(st.loss))[0])
+        for c in curves:
+            c[bad:] = np.nan
+        Q[bad:] = np.nan
+    return DMFTResult(
+        train_loss=train,
+        test_loss=test,
+        grad_norm=grad,
+        M=M,
+        Q=Q[:T],
+        overlap=overlap,
+        Q_perp=st.Qp,
+        R_w=st.R_w,
+        C_psi=st.C,
+        R_psi=st.R,
+        converged=ok,
+        message=message,
+        n_samples=prob.N,
+        delta=prob.delta,
+        lr=prob.lr,
+        steps=T,
+    )
+
+
+def _test_loss(prob, draws, st, t) -> float:
+    """Population loss ``E l(y, a^T sigma(M z + Q_perp(t,t)^{1/2} g))`` on the test draws."""
+    lam, V = np.linalg.eigh(st.Qp[t, t])
+    root = (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T
+    U = draws["z_test"] @ st.M[t].T + draws["g_test"] @ root
+    ell, _, _ = _psi(prob.net, U, draws["y_test"])
+    return float(np.mean(ell))
