@@ -16,6 +16,7 @@ import numpy as np
 
 from ._validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
 from .kernels import elementwise as ew
+from .kernels.curvature import SERIAL_MAX_ROWS, curvature_blocks_serial
 from .kernels.hessian import curvature_blocks
 from .models import Dataset
 
@@ -80,7 +81,9 @@ class TwoLayerNet:
     def curvature(self, U, y):
         """Curvature blocks ``D_i`` (``N x m x m``, docs/theory.md section 2) from pre-activations.
 
-        ``U`` has shape ``(N, m)`` (``u_i = W^T x_i``) and ``y`` shape ``(N,)``.
+        ``U`` has shape ``(N, m)`` (``u_i = W^T x_i``) and ``y`` shape ``(N,)``.  Below
+        ``SERIAL_MAX_ROWS`` rows a serial kernel with the same arithmetic (bit-identical blocks)
+        avoids waiting for the threads of the parallel one (rmt/kernels/curvature.py).
         """
         U = as_float_array(U, "U", ndim=2)
         y = as_float_array(y, "y", ndim=1)
@@ -93,7 +96,8 @@ class TwoLayerNet:
         D = np.empty((N, m, m))
         f = np.empty(N)
         dl = np.empty(N)
-        curvature_blocks(U, y, self.a, self.act_code, self.loss_code, self.huber_delta, D, f, dl)
+        kernel = curvature_blocks_serial if N < SERIAL_MAX_ROWS else curvature_blocks
+        kernel(U, y, self.a, self.act_code, self.loss_code, self.huber_delta, D, f, dl)
         return D
 
     # -- network -----------------------------------------------------------------------

@@ -76,14 +76,20 @@ SWEEP_COLUMN_DOCS = {
 }
 
 
-def _theory_pair(config, sim, delta):
-    """Gaussian-law and plug-in predictions for the Hessian at ``W`` (docs/theory.md section 6)."""
+def _theory_pair(config, sim, delta, point=None):
+    """Gaussian-law and plug-in predictions for the Hessian at ``W`` (docs/theory.md section 6).
+
+    At a data-independent ``point`` the Gaussian law is the point's (``point_law``: built once
+    per configuration and reused at every ``delta`` and seed); otherwise it is built from
+    ``Q = W^T W`` and ``M = W^T Theta*`` of this sample's ``W``."""
     from ..freeprob import SpikeLaw
 
     W, theta = sim.W, sim.data.theta
-    law = SpikeLaw.from_network(
-        config.model(), config.net(), W.T @ W, W.T @ theta, weight_decay=config.weight_decay
-    )
+    law = None if point is None else point_law(config, point)
+    if law is None:
+        law = SpikeLaw.from_network(
+            config.model(), config.net(), W.T @ W, W.T @ theta, weight_decay=config.weight_decay
+        )
     plug = SpikeLaw.from_hessian(sim.hessian, theta)
     return theory_at(law, delta, config.n_eigs), theory_at(plug, delta, config.n_eigs)
 
@@ -113,7 +119,7 @@ def _run_point(config: RunConfig, delta: float, seed: int, point) -> list[dict]:
     )
     ov = overlaps(res.vectors, sim.data.theta, config.width)
     t2 = time.perf_counter()
-    theory, plug = _theory_pair(config, sim, delta)
+    theory, plug = _theory_pair(config, sim, delta, point)
     t3 = time.perf_counter()
     common = {"delta": delta, "seed": seed, "n": sim.data.n, "d": sim.data.d, "point": point.kind}
     times = {"time_point_s": t1 - t0, "time_eigs_s": t2 - t1, "time_theory_s": t3 - t2}

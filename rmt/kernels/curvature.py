@@ -1,0 +1,68 @@
+"""Serial curvature blocks ``D_i`` for small batches (docs/theory.md section 2).
+
+``rmt.kernels.hessian.curvature_blocks`` is ``parallel=True``: on a loaded machine each call
+waits for the OpenMP threads (about 10 ms, against 0.4 ms idle), which dominates the adaptive
+quadrature of a law (about 170 calls on a few thousand nodes).  This kernel does the same
+arithmetic, in the same order, on one thread, so its blocks are bit-identical to those of the
+parallel kernel; ``TwoLayerNet.curvature`` picks it below ``SERIAL_MAX_ROWS`` rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .elementwise import activation, loss
+
+#: rows below which the serial kernel is used (a parallel call costs about 10 ms under load; the
+#: serial kernel does about 20-40 ns a row for m <= 4)
+SERIAL_MAX_ROWS = 100_000
+
+
+@njit(cache=True)
+def curvature_blocks_serial(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out):
+    """``D_i[j,k] = l'' a_j a_k s'(u_ij) s'(u_ik) + [j=k] l' a_j s''(u_ij)`` row by row, with
+    ``f_i`` and ``l'(y_i, f_i)``: the arithmetic of ``curvature_blocks``, on one thread."""
+    n, m = U.shape
+    s = np.empty(m)
+    ds = np.empty(m)
+    d2s = np.empty(m)
+    for i in range(n):
+        f = 0.0
+        for j in range(m):
+            s[j], ds[j], d2s[j] = activation(act_code, U[i, j])
+            f += a[j] * s[j]
+        _, dl, d2l = loss(loss_code, y[i], f, huber_delta)
+        f_out[i] = f
+        dl_out[i] = dl
+        for j in range(m):
+            gj = a[j] * ds[j]
+            for k in range(j, m):
+                v = d2l * gj * a[k] * ds[k]
+                D[i, j, k] = v
+                D[i, k, j] = v
+            D[i, j, j] += dl * a[j] * d2s[j]
+
+
+@njit(cache=True)
+def gershgorin_bounds(D, lower, upper, size):
+    """Gershgorin bounds of the symmetric blocks ``D`` (``N x m x m``): ``lower[i]`` and
+    ``upper[i]`` bound the eigenvalues of ``D_i``, ``size[i]`` is its largest absolute row sum.
+    Returns the smallest and the largest diagonal entry over all blocks."""
+    n, m = D.shape[0], D.shape[1]
+    dmin, dmax = np.inf, -np.inf
+    for i in range(n):
+        lo, hi, sz = np.inf, -np.inf, 0.0
+        for j in range(m):
+            r = 0.0
+            for k in range(m):
+                if k != j:
+                    r += abs(D[i, j, k])
+            c = D[i, j, j]
+            lo = min(lo, c - r)
+            hi = max(hi, c + r)
+            sz = max(sz, abs(c) + r)
+            dmin = min(dmin, c)
+            dmax = max(dmax, c)
+        lower[i], upper[i], size[i] = lo, hi, sz
+    return dmin, dmax
