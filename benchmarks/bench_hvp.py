@@ -20,8 +20,14 @@ Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
   ``--run`` consecutive calls (as a solver makes them), with the memory of ``X`` and the CPU
   model and SIMD width (goal: single product <= 0.6x float64).
 
+* the SIMD paths (issue 15, ``--paths-only``): ``avx512``, ``avx2``, ``portable`` (and
+  ``before``, the pre-issue-15 dispatch without AVX-512) side by side, with the goals single
+  <= 1.3 pass, block 2 <= 1.25 single, block 8 >= 85% of the in-run DGEMM rate; under
+  ``benchmarks/emulate_avx2.py`` for AVX2 codegen on an AVX-512 machine.
+
 Run: ``python benchmarks/bench_hvp.py [--threads 2] [--json benchmarks/results/hvp.json]``;
-``--float32-only`` runs the float32 section alone.
+``--float32-only`` runs the float32 section alone, ``--paths-only [--paths avx2,portable]``
+the SIMD paths alone.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from _util import fmt_ms, measure, set_threads, wait_for_quiet
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as UNROLLED
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
+from rmt.kernels.simd import SIMD_TARGET, TARGETS
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
 GEMM_N = 2000  # a square DGEMM of this size, timed in the run: the machine's compute ceiling
@@ -63,6 +70,13 @@ def parse_args(argv=None):
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--float32-only", action="store_true", help="only the float32 section")
     p.add_argument("--run", type=int, default=5, help="consecutive calls per timed run (float32)")
+    p.add_argument("--paths-only", action="store_true", help="only the SIMD-path section")
+    p.add_argument(
+        "--paths",
+        default="",
+        help="SIMD paths to compare (default: all runnable), "
+        "'before' for the pre-issue-15 dispatch without AVX-512 (hvp_m4 throughout)",
+    )
     return p.parse_args(argv)
 
 
@@ -335,6 +349,81 @@ def float32_timings(args, rng):
             "x_bytes": {k: op.data.X.nbytes for k, op in H.items()}}  # fmt: skip
 
 
+def runnable_paths() -> list[str]:
+    """The SIMD paths this process can run: the dispatched one first, then the narrower ones
+    (``avx512`` only where Numba compiles for AVX-512)."""
+    order = list(TARGETS)
+    return [t for t in order if order.index(t) >= order.index(SIMD_TARGET)]
+
+
+def path_timings(args, rng):
+    """Each SIMD path (``rmt.kernels.simd.TARGETS``) side by side in one run: single product,
+    blocks of 2 and 8 through ``hvp_kernel(m, b*m, target)``, one pass over ``X`` and a DGEMM,
+    in runs of ``--run`` consecutive calls; prints the goals of issue 15 per path."""
+    from _util import LoadMeter
+
+    H = make_hessian(args.n, args.d, args.m, rng)
+    X, D, nc, m, d = H.data.X, H.D, H.n_chunks, H.m, H.d
+    paths = [p for p in args.paths.split(",") if p] or runnable_paths()
+    Vt = {b: rng.standard_normal((b * m, d)) for b in (1, 2, 8)}
+    G = rng.standard_normal((GEMM_N, GEMM_N))
+    funcs = {"pass": lambda: stream_pass(X), "dgemm": lambda: G @ G}
+    kernels = {}
+    for p in paths:  # "before": the dispatch of a CPU without AVX-512 before issue 15
+        for b in (1, 2, 8):
+            k = kernels[p, b] = (
+                UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p)
+            )
+            funcs[f"{p} b{b}"] = lambda k=k, b=b: k(X, D, Vt[b], nc)
+    compile_s = {}
+    for name, f in funcs.items():
+        t0 = time.perf_counter()
+        f()
+        compile_s[name] = time.perf_counter() - t0
+    ref = {b: numpy_product_t(X, D, Vt[b]) for b in (1, 2, 8)}
+    errs = {
+        (p, b): float(np.abs(kernels[p, b](X, D, Vt[b], nc) - ref[b]).max() / np.abs(ref[b]).max())
+        for p in paths
+        for b in (1, 2, 8)
+    }
+    with LoadMeter() as meter:
+        t = time_runs(funcs, args.run, args.repeats)
+    cpu = cpu_info()
+    gemm = 2 * GEMM_N**3 / t["dgemm"]
+    print(f"\nSIMD paths: n={args.n} d={d} m={m}; CPU {cpu['model']}, {cpu['simd']}; Numba "
+          f"compiles for {SIMD_TARGET} (NUMBA_CPU_NAME={os.environ.get('NUMBA_CPU_NAME', '')!r}"
+          f"); load {meter.other_load:.2f} cores; uptime: {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"  pass {fmt_ms(t['pass'])}, DGEMM {gemm / 1e9:.0f} GFLOP/s; median per call over "
+          f"{args.repeats} runs of {args.run}")  # fmt: skip
+    rows = {}
+    for p in paths:
+        t1, t2, t8 = (t[f"{p} b{b}"] for b in (1, 2, 8))
+        share = 4 * H.n * d * m * 8 / t8 / gemm
+        rows[p] = {"single": t1, "block2": t2, "block8": t8, "single_over_pass": t1 / t["pass"],
+                   "block2_over_single": t2 / t1, "block8_dgemm_share": share,
+                   "kernels": [kernels[p, b].__name__ for b in (1, 2, 8)],
+                   "max_rel_err": max(errs[p, b] for b in (1, 2, 8))}  # fmt: skip
+        r = rows[p]
+        print(f"  {p:9s} {' / '.join(r['kernels'])}: single {fmt_ms(t1)} = "
+              f"{r['single_over_pass']:.2f} pass (goal <= 1.3); block 2 {fmt_ms(t2)} = "
+              f"{r['block2_over_single']:.2f} single (<= 1.25); block 8 {fmt_ms(t8)} = "
+              f"{share:.0%} of DGEMM (>= 85%); max rel err {r['max_rel_err']:.1e}")  # fmt: skip
+    print("  first calls (compile or cache load, s): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in compile_s.items()))  # fmt: skip
+    return {"cpu": cpu, "target": SIMD_TARGET, "other_load": meter.other_load, "times": t,
+            "gemm_gflops": gemm / 1e9, "rows": rows, "first_call_s": compile_s}  # fmt: skip
+
+
+def numpy_product_t(X, D, Vt):
+    """``sum_i x_i r_i^T`` (``b*m x d``) by numpy, the reference of the path section."""
+    m = D.shape[1]
+    out = np.empty_like(Vt)
+    for c in range(Vt.shape[0] // m):
+        R = np.einsum("ij,ijk->ik", (Vt[c * m : (c + 1) * m] @ X.T).T, D)
+        out[c * m : (c + 1) * m] = R.T @ X
+    return out
+
+
 def main(argv=None):
     args = parse_args(argv)
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
@@ -346,6 +435,12 @@ def main(argv=None):
         "args": vars(args),
         "threads": {"numba": threads["numba"], "blas": threads["blas"]},
     }
+    if args.paths_only:
+        report["paths"] = path_timings(args, rng)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(report, f, indent=1, default=str)
+        return
     if not args.float32_only:
         H = make_hessian(args.n, args.d, args.m, rng)
         report["main"] = main_timings(H, args, rng)

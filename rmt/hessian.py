@@ -89,10 +89,11 @@ class Hessian(SymmetricOperator):
     def _matmat(self, V) -> np.ndarray:
         """``H V`` for ``V`` of shape ``(m*d, b)``, in one pass over ``X``.
 
-        Dispatches on the block's ``b*m`` columns and on ``m``: explicit-SIMD kernels for 8, 16,
-        24 or 32 columns (``rmt.kernels.simd``), else unrolled kernels for ``m <= 4``
-        (``rmt.kernels.hvp_small``), else the generic ``rmt.kernels.hessian.hvp_fused``; all
-        take the whole block at once.
+        Dispatches on the block's ``b*m`` columns, on ``m`` and on the SIMD path
+        (``rmt.kernels.simd.SIMD_TARGET``: ``avx512``, ``avx2`` or ``portable``): explicit-SIMD
+        kernels for 8, 16, 24 or 32 columns (``rmt.kernels.simd``), else unrolled kernels for
+        ``m <= 4`` (``rmt.kernels.hvp_small``, rows per step sized for the registers), else the
+        generic ``rmt.kernels.hessian.hvp_fused``; all take the whole block at once.
         """
         Vt = neuron_rows(V, self.m, self.d)
         out = fused_product(self.data.X, self.D, Vt, self.n_chunks)

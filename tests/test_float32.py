@@ -18,6 +18,7 @@ import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels.hessian import hvp_fused, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
+from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
 from rmt.kernels.simd import WIDE_VECTORS
 from rmt.streaming import StreamingHessian, read_rows
 
@@ -28,6 +29,7 @@ N_ROWS = 109  # remainders after 16, 8, 6 and 4 rows per step
 PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
 PATHS += [(f"simd_w{w}", SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
+PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (8, 32)]
 
 
 def _rounded_problem(m, b, rng, n=N_ROWS, d=29):
@@ -37,7 +39,7 @@ def _rounded_problem(m, b, rng, n=N_ROWS, d=29):
 
 
 def _skip_simd_without_wide_vectors(name):
-    if name.startswith("simd") and not WIDE_VECTORS:
+    if name.startswith("simd_w") and not WIDE_VECTORS:
         pytest.skip(f"no AVX-512 on this CPU: {name} is not dispatched here (float64 tests run it)")
 
 

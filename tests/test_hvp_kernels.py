@@ -85,7 +85,8 @@ def test_kernels_few_rows(m, rng):
 
 def test_dispatch_uses_unrolled_kernels_for_small_m():
     for m in (1, 2, 3, 4):
-        assert hvp_kernel(m) is KERNELS[m]
+        for target in ("avx512", "avx2", "portable"):
+            assert hvp_kernel(m, target=target) is KERNELS[m]
     for m in (5, 6, 17):
         assert hvp_kernel(m) is hvp_fused
 
@@ -119,3 +120,4 @@ def test_generated_module_is_up_to_date():
     assert same_syntax(text, gen.module_source())
     assert not same_syntax(text, gen.module_source().replace("+= 8", "+= 4", 1))
     assert sorted(KERNELS) == sorted(gen.ROWS)
+    assert gen.kernel_name(4, 2) == "hvp_m4_d2" and gen.kernel_name(4) == "hvp_m4"

@@ -13,7 +13,7 @@ import pytest
 
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
-from rmt.kernels.simd import KERNELS, WIDE_VECTORS, simd_kernel
+from rmt.kernels.simd import KERNELS, KERNELS_AVX2, WIDE_VECTORS, simd_kernel, simd_target
 
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
 
@@ -27,6 +27,27 @@ N_ROWS = 16 * 6 + 13  # 109: remainders after 16, 8 and 6 rows per step
 def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
     X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
     assert_close(KERNELS[b * m // 8](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
+
+
+#: the ``<4 x double>`` (AVX2) kernels: every column count, with one or two column groups
+AVX2_CASES = [(1, 8), (4, 2), (2, 8), (4, 4), (3, 8), (4, 6), (8, 4), (4, 8)]
+
+
+@pytest.mark.parametrize("m, b", AVX2_CASES)
+@pytest.mark.parametrize("n_chunks", [1, 3])
+def test_avx2_kernels_match_numpy(m, b, n_chunks, rng):
+    """Runs on any x86 CPU with AVX2 (an AVX-512 one too): remainders after 6, 4 and 3 rows."""
+    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
+    assert_close(KERNELS_AVX2[b * m](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
+
+
+@pytest.mark.parametrize("n, d", [(1, 3), (5, 1), (40, 7), (33, 64)])
+def test_avx2_kernels_small_shapes_and_float32(n, d, rng):
+    for cols in (8, 32):
+        X, D, Vt = random_problem(4, cols // 4, rng, n=n, d=d)
+        assert_close(KERNELS_AVX2[cols](X, D, Vt, 4), numpy_product(X, D, Vt))
+        X32 = X.astype(np.float32)
+        assert_close(KERNELS_AVX2[cols](X32, D, Vt, 4), numpy_product(X32.astype(float), D, Vt))
 
 
 @pytest.mark.parametrize("n, d", [(1, 3), (2, 8), (5, 1), (40, 7), (33, 64)])
@@ -71,8 +92,8 @@ def test_dispatch_by_block_columns():
     """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD; others keep their kernels."""
     if not WIDE_VECTORS:
         for columns in (8, 16, 24, 32):
-            assert simd_kernel(columns) is None and hvp_kernel(4, columns) is not KERNELS[1]
-        pytest.skip("no AVX-512 here: the dispatch keeps the fused kernels (checked)")
+            assert simd_kernel(columns) is not KERNELS.get(columns // 8)
+        pytest.skip("no AVX-512 path in this process: its dispatch is tested with target=")
     for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
         assert simd_kernel(columns) is KERNELS[w]
         m = 4 if columns % 4 == 0 else 2
@@ -85,11 +106,51 @@ def test_dispatch_by_block_columns():
     assert hvp_kernel(8) is KERNELS[1]  # one vector of m = 8 fills one lane vector
 
 
-def test_no_simd_dispatch_without_wide_vectors(monkeypatch):
-    """On CPUs without AVX-512 every block keeps the fused kernels."""
+@pytest.mark.parametrize("target", ["avx512", "avx2", "portable"])
+def test_dispatch_of_every_path(target):
+    """``hvp_kernel(m, columns, target)``: each path's table, whatever this CPU is."""
+    for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
+        m = 4 if columns % 4 == 0 else 2
+        want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2.get(columns if columns == 8 else 0)}
+        assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
+    assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, None, target) is SMALL[2]
+    assert hvp_kernel(8, 40, target) is hvp_fused
+    with pytest.raises(ValueError, match="target must be one of"):
+        hvp_kernel(4, 8, "sse2")
+
+
+@pytest.mark.parametrize(
+    "env, want",
+    [
+        ({"RMT_SIMD": "avx2"}, "avx2"),
+        ({"RMT_SIMD": "portable", "NUMBA_CPU_FEATURES": "+avx512f"}, "portable"),
+        ({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma,-avx512f"}, "avx2"),
+        ({"NUMBA_CPU_NAME": "x", "NUMBA_CPU_FEATURES": "+avx2,+fma,+avx512f"}, "avx512"),
+        ({"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": "+sse4.2,-avx2"}, "portable"),
+        ({"NUMBA_CPU_NAME": "haswell"}, "avx2"),
+        ({"NUMBA_CPU_NAME": "skylake-avx512"}, "avx512"),
+    ],
+)
+def test_simd_target_follows_the_compile_features(env, want, monkeypatch):
+    """The path comes from what Numba compiles for (its env variables), or ``RMT_SIMD``."""
+    for k in ("RMT_SIMD", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert simd_target() == want
+    monkeypatch.setenv("RMT_SIMD", "neon")
+    with pytest.raises(ValueError, match="RMT_SIMD must be one of"):
+        simd_target()
+
+
+def test_no_simd_dispatch_on_the_portable_path(monkeypatch):
+    """On the portable path (``RMT_SIMD=portable``, or no AVX2) every block keeps the fused
+    kernels."""
+    import rmt.kernels.hessian as hessian
     import rmt.kernels.simd as simd
 
-    monkeypatch.setattr(simd, "WIDE_VECTORS", False)
+    monkeypatch.setattr(simd, "SIMD_TARGET", "portable")
+    monkeypatch.setattr(hessian, "SIMD_TARGET", "portable")
     for columns in (8, 16, 24, 32):
         assert simd_kernel(columns) is None
     assert hvp_kernel(4, 8) is SMALL[4] and hvp_kernel(8) is hvp_fused

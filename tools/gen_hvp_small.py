@@ -15,8 +15,14 @@ from __future__ import annotations
 
 from codegen import GENERATED, banner, write_module
 
-#: rows per step for each specialised width ``m`` (R*m accumulators in the first loop)
+#: rows per step for each specialised width ``m`` (R*m accumulators in the first loop), for
+#: 32 vector registers (AVX-512): the kernels ``hvp_m{m}`` of ``KERNELS``
 ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
+#: Variants for 16 vector registers (AVX2), ``kernel_source(m, dots=R1)``: the dot products of
+#: a step taken ``R1`` rows per loop over ``d`` (``R1 m <= 8`` accumulators, no spills).  Measured
+#: under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"), ``hvp_m4_d2`` and 2 rows per
+#: step were 1.1-1.2x slower than ``hvp_m4`` with its spills (the loop is bound by the stream
+#: of ``X``, and a spill is an L1 hit), so none is generated: every path uses ``KERNELS``.
 #: rows per panel: a block product sweeps its vectors over one panel of rows while it is in L2
 PANEL = 16
 
@@ -35,24 +41,28 @@ from numba import njit, prange
 '''
 
 
-def _step(m: int, R: int, ind: str) -> list[str]:
-    """Source lines of one step over ``R`` rows starting at row ``i`` for vector ``blk``."""
+def _step(m: int, R: int, ind: str, dots: int | None = None) -> list[str]:
+    """Source lines of one step over ``R`` rows starting at row ``i`` for vector ``blk``, the
+    dot products ``dots`` rows per loop over ``d`` (default all ``R``)."""
     L = []
     for q in range(R):
         L.append(f"x{q} = X[i + {q}]")
     for j in range(m):
         L.append(f"v{j} = Vt[blk * {m} + {j}]")
-    for q in range(R):
+    dots = R if dots is None else dots
+    for q0 in range(0, R, dots):
+        group = range(q0, min(R, q0 + dots))
+        for q in group:
+            for j in range(m):
+                L.append(f"s{q}_{j} = 0.0")
+        L.append("for t in range(d):")
+        for q in group:
+            L.append(f"    a{q} = x{q}[t]")
         for j in range(m):
-            L.append(f"s{q}_{j} = 0.0")
-    L.append("for t in range(d):")
-    for q in range(R):
-        L.append(f"    a{q} = x{q}[t]")
-    for j in range(m):
-        L.append(f"    w{j} = v{j}[t]")
-    for q in range(R):
-        for j in range(m):
-            L.append(f"    s{q}_{j} += a{q} * w{j}")
+            L.append(f"    w{j} = v{j}[t]")
+        for q in group:
+            for j in range(m):
+                L.append(f"    s{q}_{j} += a{q} * w{j}")
     for q in range(R):
         L.append(f"Dq = D[i + {q}]")
         for k in range(m):
@@ -69,12 +79,20 @@ def _step(m: int, R: int, ind: str) -> list[str]:
     return [ind + s for s in L]
 
 
-def kernel_source(m: int, rows: int | None = None, panel: int = PANEL) -> str:
-    """Source of ``hvp_m{m}`` (``rows`` per step, default ``ROWS[m]``; ``panel`` rows per panel)."""
+def kernel_name(m: int, dots: int | None = None) -> str:
+    """``hvp_m{m}`` with all rows of a step in one dot loop, else ``hvp_m{m}_d{dots}``."""
+    return f"hvp_m{m}" if dots is None or dots >= ROWS[m] else f"hvp_m{m}_d{dots}"
+
+
+def kernel_source(
+    m: int, rows: int | None = None, panel: int = PANEL, dots: int | None = None
+) -> str:
+    """Source of ``hvp_m{m}`` (``rows`` per step, default ``ROWS[m]``; ``panel`` rows per panel;
+    ``dots`` rows per dot-product loop, default all)."""
     R = ROWS[m] if rows is None else rows
     out = [
         "@njit(cache=True, parallel=True, fastmath=True)",
-        f"def hvp_m{m}(X, D, Vt, n_chunks):",
+        f"def {kernel_name(m, dots)}(X, D, Vt, n_chunks):",
         f'    """Fused product for ``m = {m}``, {R} rows per step (see the module docstring)."""',
         "    n, d = X.shape",
         "    c_tot = Vt.shape[0]",
@@ -91,7 +109,7 @@ def kernel_source(m: int, rows: int | None = None, panel: int = PANEL) -> str:
         "                i = p0",
         f"                while i + {R} <= p1:",
     ]
-    out += _step(m, R, " " * 20)
+    out += _step(m, R, " " * 20, dots)
     out += [f"                    i += {R}", "                while i < p1:"]
     out += _step(m, 1, " " * 20)
     out += [

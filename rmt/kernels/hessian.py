@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from .elementwise import activation, loss
-from .simd import simd_kernel
+from .simd import SIMD_TARGET, TARGETS, simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -229,15 +229,21 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
-def hvp_kernel(m: int, columns: int | None = None):
+def hvp_kernel(m: int, columns: int | None = None, target: str | None = None):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
-    Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD kernels of ``simd.py`` (on
-    CPUs with AVX-512); the others to the unrolled kernel of ``_generated/hvp_small.py`` for
-    small ``m``, else the generic one.
+    ``target`` is the SIMD path (``avx512``, ``avx2`` or ``portable``; default
+    ``rmt.kernels.simd.SIMD_TARGET``: the ``RMT_SIMD`` environment variable, else the
+    features Numba compiles for).  Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD
+    kernels of ``simd.py`` (``<8 x double>`` on ``avx512``; on ``avx2`` the ``<4 x double>``
+    kernel for 8 columns, the one that measured faster there); the others to the unrolled
+    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.
     Every kernel has the signature and result of :func:`hvp_fused`.
     """
-    simd = simd_kernel(int(m if columns is None else columns))
+    target = SIMD_TARGET if target is None else target
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    simd = simd_kernel(int(m if columns is None else columns), target)
     if simd is not None:
         return simd
     return SMALL_M_KERNELS.get(int(m), hvp_fused)

@@ -23,6 +23,13 @@ are compile-time constants (literal arguments of the intrinsics; one compiled wr
 summed in order), so results do not depend on the number of threads.  Works with any strides
 of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
+The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
+``<8 x double>`` for AVX-512's 32 registers; ``KERNELS_AVX2`` (``simd4_c8..c32``) use
+``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 24
+and 32 columns in two column groups that read the same staged rows (``G``: still one pass over
+``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
+for, so that ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` are honoured).
+
 ``X`` may be float32 (float32 storage of ``X``): each step of ``R`` rows is then first widened
 into a float64 scratch of ``R x d`` (one vectorised pass: ``<8 x float>`` loads, ``fpext`` to
 ``<8 x double>``; the scratch stays in L2), which the two micro-kernels read, so every product
@@ -32,6 +39,8 @@ FMA.)
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 from llvmlite import ir
@@ -50,48 +59,103 @@ _F64 = ir.DoubleType()
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
-_VEC = ir.VectorType(_F64, LANES)
+
+#: the SIMD paths: ``avx512`` (``<8 x double>`` block kernels, 32 registers), ``avx2``
+#: (``<4 x double>`` block kernels and unrolled kernels sized for 16 registers), ``portable``
+#: (no explicit SIMD: the plain Numba kernels, sized for 16 registers)
+TARGETS = ("avx512", "avx2", "portable")
+
+
+def _compile_features() -> tuple[str, dict]:
+    """``(cpu name, {feature: on})`` that Numba compiles for: ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` when set (Numba then ignores the host), else the host's."""
+    from llvmlite import binding
+
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    spec = os.environ.get("NUMBA_CPU_FEATURES", "").strip()
+    if spec:
+        flags = {f[1:]: f[0] == "+" for f in spec.split(",") if f[:1] in "+-" and len(f) > 1}
+        return name or "generic", flags
+    if name and name != "host":  # a named CPU without a feature list: LLVM's table for it
+        return name, {}
+    return binding.get_host_cpu_name(), dict(binding.get_host_cpu_features())
+
+
+def simd_target() -> str:
+    """The SIMD path of this process: ``RMT_SIMD`` (``avx512`` | ``avx2`` | ``portable``) when
+    set, else from the features Numba compiles for (:func:`_compile_features`): ``avx512``
+    with ``avx512f``, ``avx2`` with ``avx2`` and ``fma``, else ``portable``.  A named
+    ``NUMBA_CPU_NAME`` without ``NUMBA_CPU_FEATURES`` counts as AVX-512 only for the
+    Skylake-AVX512 and later server/client names LLVM knows to have it."""
+    forced = os.environ.get("RMT_SIMD", "").strip().lower()
+    if forced:
+        if forced not in TARGETS:
+            raise ValueError(f"RMT_SIMD must be one of {', '.join(TARGETS)}; got {forced!r}")
+        return forced
+    try:
+        name, flags = _compile_features()
+    except Exception:  # pragma: no cover - no feature query on this platform
+        return "portable"
+    if not flags:
+        wide = ("skylake-avx512", "cascadelake", "cooperlake", "icelake", "tigerlake",
+                "sapphirerapids", "graniterapids", "emeraldrapids", "znver4", "znver5")  # fmt: skip
+        avx2 = ("haswell", "broadwell", "skylake", "znver", "alderlake", "raptorlake")
+        name = name.lower()
+        return (
+            "avx512" if name.startswith(wide) else "avx2" if name.startswith(avx2) else "portable"
+        )
+    if flags.get("avx512f"):
+        return "avx512"
+    return "avx2" if flags.get("avx2") and flags.get("fma") else "portable"
 
 
 def _wide_vectors() -> bool:
-    """Whether this CPU has 512-bit vectors and 32 vector registers (AVX-512F), which the
-    ``R W`` accumulators of these kernels assume; elsewhere LLVM would split every
-    ``<8 x double>`` and spill, so the dispatch keeps the fused kernels."""
-    try:
-        from llvmlite import binding
-
-        return bool(binding.get_host_cpu_features().get("avx512f", False))
-    except Exception:  # pragma: no cover - no feature query on this platform
-        return False
+    """Whether the ``<8 x double>`` kernels are dispatched: :func:`simd_target` is
+    ``avx512`` (512-bit vectors and 32 registers, which their ``R W`` accumulators assume;
+    elsewhere LLVM would split every ``<8 x double>`` and spill)."""
+    return simd_target() == "avx512"
 
 
-#: whether :func:`simd_kernel` hands out these kernels on this machine
-WIDE_VECTORS = _wide_vectors()
+#: the SIMD path of this process (:func:`simd_target`, read once at import)
+SIMD_TARGET = simd_target()
+#: whether :func:`simd_kernel` hands out the ``<8 x double>`` kernels in this process
+WIDE_VECTORS = SIMD_TARGET == "avx512"
 
 
-def simd_kernel(columns: int):
+def simd_kernel(columns: int, target: str | None = None):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
 
-    Only whole lane vectors: ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a
-    block of 3 or 5 vectors of ``m = 4`` is as fast in ``hvp_m4``), nor do fewer than 8
-    columns; above 32 the ``R W`` accumulators no longer fit in the 32 vector registers.
-    ``None`` as well on CPUs without AVX-512 (:data:`WIDE_VECTORS`); the kernels themselves
-    are correct everywhere.
+    ``target`` defaults to :data:`SIMD_TARGET`.  ``avx512``: whole ``<8 x double>`` lane
+    vectors, ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a block of 3 or 5
+    vectors of ``m = 4`` is as fast in ``hvp_m4``), nor do fewer than 8 columns; above 32 the
+    ``R W`` accumulators no longer fit in the 32 vector registers.  ``avx2``: the
+    ``<4 x double>`` kernels of :data:`KERNELS_AVX2` (at most 12 accumulators for 16
+    registers) for the column counts of :data:`AVX2_DISPATCH`.  ``portable``: always ``None`` (no explicit SIMD); the
+    kernels themselves are correct everywhere.
     """
-    if columns % LANES or not WIDE_VECTORS:
-        return None
-    return KERNELS.get(columns // LANES)
+    target = SIMD_TARGET if target is None else target
+    if target == "avx512":
+        return KERNELS.get(columns // LANES) if columns % LANES == 0 else None
+    if target == "avx2":
+        return KERNELS_AVX2.get(columns) if columns in AVX2_DISPATCH else None
+    return None
 
 
-def _fma(builder):
-    fnty = ir.FunctionType(_VEC, [_VEC, _VEC, _VEC])
-    return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{LANES}f64")
+def _vec(lanes):
+    """``<lanes x double>``."""
+    return ir.VectorType(_F64, lanes)
 
 
-def _splat(builder, x):
-    vec = builder.insert_element(ir.Constant(_VEC, ir.Undefined), x, _I32(0))
-    mask = ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES)
-    return builder.shuffle_vector(vec, ir.Constant(_VEC, ir.Undefined), mask)
+def _fma(builder, lanes):
+    vec = _vec(lanes)
+    fnty = ir.FunctionType(vec, [vec, vec, vec])
+    return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{lanes}f64")
+
+
+def _splat(builder, x, lanes):
+    vec = builder.insert_element(ir.Constant(_vec(lanes), ir.Undefined), x, _I32(0))
+    mask = ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes)
+    return builder.shuffle_vector(vec, ir.Constant(_vec(lanes), ir.Undefined), mask)
 
 
 def _at(builder, base, offset):
@@ -123,20 +187,23 @@ def _row_pointers(builder, data, stride, first, count):
     ]
 
 
-def _signature(X, i, A, B, R, W):
-    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W)``: ``(sig, R, W)``, or
-    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` C-contiguous
-    2-D float64 arrays and ``R``, ``W`` literal integers >= 1."""
+def _signature(X, i, A, B, R, W, L):
+    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W, L)``: ``(sig, R, W, L)``, or
+    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` 2-D float64
+    arrays with contiguous rows (C order, or a column slice of one: the kernels step rows by
+    their strides), ``R``, ``W`` literal integers >= 1 and ``L`` (lanes) a literal 4 or 8."""
     arrays = (X, A, B)
     if not all(
         isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays
     ):
         return None
-    if A.layout != "C" or B.layout != "C":
+    if A.layout not in ("C", "A") or B.layout not in ("C", "A"):
         return None
-    if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W)):
+    if not all(isinstance(v, types.IntegerLiteral) and v.literal_value >= 1 for v in (R, W, L)):
         return None
-    return types.void(X, i, A, B, R, W), R.literal_value, W.literal_value
+    if L.literal_value not in (4, 8):
+        return None
+    return types.void(X, i, A, B, R, W, L), R.literal_value, W.literal_value, L.literal_value
 
 
 def _loop(builder, d, name):
@@ -173,40 +240,43 @@ def _row_prefetch(builder, row0, xst, t, nr):
         builder.call(prefetch, [addr, _I32(0), _I32(3), _I32(1)])
 
 
-def _prologue(context, builder, signature, args, nr):
+def _prologue(context, builder, signature, args, nr, lanes):
     """Strides of ``X``, ``A`` and ``B`` (data, strides), ``d``, the ``fma``
-    intrinsic and the byte addresses of rows ``i .. i+nr-1``."""
+    intrinsic for ``lanes`` and the byte addresses of rows ``i .. i+nr-1``."""
     xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
     ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
     bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
     rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-    return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder), rows
+    return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder, lanes), rows
 
 
 @intrinsic
-def dot_rows(typingctx, X, i, Vtt, U, R, W):
-    """``U[q, :8W] = sum_t X[i+q, t] * Vtt[t, :8W]`` for ``q < R`` (literal ``R``, ``W``);
-    prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
-    typed = _signature(X, i, Vtt, U, R, W)
+def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
+    """``U[q, :LW] = sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W`` and
+    lanes ``L``); prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
+    typed = _signature(X, i, Vtt, U, R, W, L)
     if typed is None:
         return None
-    sig, nr, nw = typed
+    sig, nr, nw, nl = typed
+    vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
-        xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(context, builder, signature, args, nr)
-        zero = ir.Constant(_VEC, [0.0] * LANES)
+        xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
+            context, builder, signature, args, nr, nl
+        )
+        zero = ir.Constant(vty, [0.0] * nl)
         t, pre, body, done = _loop(builder, d, "dot")
-        accs = [[builder.phi(_VEC) for _ in range(nw)] for _ in range(nr)]
+        accs = [[builder.phi(vty) for _ in range(nw)] for _ in range(nr)]
         for row in accs:
             for acc in row:
                 acc.add_incoming(zero, pre)
         _row_prefetch(builder, rows[0], xst, t, nr)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
-        v = [_load(builder, _at(builder, vrow, _I64(8 * LANES * w)), _VEC) for w in range(nw)]
+        v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
         toff = builder.mul(t, xst[1])
         new = []
         for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
             new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
         for q in range(nr):
             for w in range(nw):
@@ -215,12 +285,12 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W):
         results = []
         for q in range(nr):
             for w in range(nw):
-                res = builder.phi(_VEC)
+                res = builder.phi(vty)
                 res.add_incoming(zero, pre)
                 res.add_incoming(new[q][w], body)
                 results.append((q, w, res))
         for q, w, res in results:
-            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * LANES * w))
+            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * nl * w))
             _store(builder, res, _at(builder, ud, off))
         return context.get_dummy_value()
 
@@ -228,19 +298,22 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W):
 
 
 @intrinsic
-def axpy_rows(typingctx, X, i, Rr, acc, R, W):
-    """``acc[t, :8W] += sum_q X[i+q, t] * Rr[q, :8W]`` for ``q < R``, the rows read from cache
+def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
+    """``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` for ``q < R``, the rows read from cache
     (``dot_rows`` just streamed them)."""
-    typed = _signature(X, i, Rr, acc, R, W)
+    typed = _signature(X, i, Rr, acc, R, W, L)
     if typed is None:
         return None
-    sig, nr, nw = typed
+    sig, nr, nw, nl = typed
+    vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
-        xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(context, builder, signature, args, nr)
+        xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
+            context, builder, signature, args, nr, nl
+        )
         coef = [
             [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
-                                                        _I64(8 * LANES * w))), _VEC)
+                                                        _I64(8 * nl * w))), vty)
              for w in range(nw)]
             for q in range(nr)
         ]  # fmt: skip
@@ -248,10 +321,10 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W):
         arow = _at(builder, ad, builder.mul(t, ast[0]))
         toff = builder.mul(t, xst[1])
         part = [
-            [_load(builder, _at(builder, arow, _I64(8 * LANES * w)), _VEC), None] for w in range(nw)
+            [_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)
         ]
         for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64))
+            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
             for w in range(nw):
                 h = q % 2
                 if part[w][h] is None:
@@ -260,7 +333,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W):
                     part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
         for w in range(nw):
             total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
-            _store(builder, total, _at(builder, arow, _I64(8 * LANES * w)))
+            _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
 
@@ -328,14 +401,28 @@ def _contract(U, D, i, nr, m, C, Rr):
 
 
 @njit(cache=True, inline="always")
-def _product(X, D, Vt, n_chunks, R, W):
+def _step(X, D, i, nr, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L):
+    """One step of ``nr`` rows from row ``i``: ``G`` groups of ``W`` vectors of ``L`` lanes
+    (``R``, ``W``, ``L`` literal), the rows staged once and read by every group from cache."""
+    Y, j = _staged_rows(X, i, nr, Xs)
+    LW = L * W
+    for g in range(G):
+        dot_rows(Y, j, Vtt[:, g * LW : (g + 1) * LW], U[:, g * LW : (g + 1) * LW], R, W, L)
+    _contract(U, D, i, nr, m, C, Rr)
+    for g in range(G):
+        axpy_rows(Y, j, Rr[:, g * LW : (g + 1) * LW], acc[:, g * LW : (g + 1) * LW], R, W, L)
+
+
+@njit(cache=True, inline="always")
+def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
-    like ``hessian.hvp_fused``; ``R`` rows per step and ``W`` lane vectors (``8 W >= b*m``),
-    both compile-time constants (one wrapper per ``W`` below)."""
+    like ``hessian.hvp_fused``; ``R`` rows per step, ``G`` column groups of ``W`` vectors of
+    ``L`` lanes (``G L W >= b*m``), ``R``, ``W``, ``L`` compile-time constants (one wrapper
+    per shape below)."""
     n, d = X.shape
     m = D.shape[1]
     C = Vt.shape[0]
-    Cp = LANES * W
+    Cp = G * L * W
     Vtt = _empty64(d * Cp).reshape((d, Cp))
     blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
     for blk in prange(blocks):
@@ -355,16 +442,10 @@ def _product(X, D, Vt, n_chunks, R, W):
         Xs = _row_scratch(X, R)
         i = lo
         while i + R <= hi:
-            Y, j = _staged_rows(X, i, R, Xs)
-            dot_rows(Y, j, Vtt, U, R, W)
-            _contract(U, D, i, R, m, C, Rr)
-            axpy_rows(Y, j, Rr, acc, R, W)
+            _step(X, D, i, R, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L)
             i += R
         while i < hi:
-            Y, j = _staged_rows(X, i, 1, Xs)
-            dot_rows(Y, j, Vtt, U, 1, W)
-            _contract(U, D, i, 1, m, C, Rr)
-            axpy_rows(Y, j, Rr, acc, 1, W)
+            _step(X, D, i, 1, Xs, Vtt, U, Rr, acc, m, C, G, 1, W, L)
             i += 1
     out = np.empty((C, d))
     for blk in prange(blocks):  # chunks summed in a fixed order, written transposed
@@ -400,4 +481,36 @@ def simd_w4(X, D, Vt, n_chunks):
     return _product(X, D, Vt, n_chunks, 6, 4)
 
 
+#: the ``<8 x double>`` kernels (AVX-512) by lane-vector count ``W`` (``8 W`` columns)
 KERNELS = {1: simd_w1, 2: simd_w2, 3: simd_w3, 4: simd_w4}
+
+
+# The ``<4 x double>`` kernels for 16 vector registers (AVX2): R W <= 12 accumulators, so
+# that the W lane vectors of ``Vtt`` and a broadcast fit beside them; 24 and 32 columns go in
+# two groups of 12 and 16 over the same staged rows (one pass over ``X``).
+@njit(cache=True, parallel=True)
+def simd4_c8(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 6, 2, 4, 1)
+
+
+@njit(cache=True, parallel=True)
+def simd4_c16(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 3, 4, 4, 1)
+
+
+@njit(cache=True, parallel=True)
+def simd4_c24(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 4, 3, 4, 2)
+
+
+@njit(cache=True, parallel=True)
+def simd4_c32(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 3, 4, 4, 2)
+
+
+#: the ``<4 x double>`` kernels (AVX2) by number of columns
+KERNELS_AVX2 = {8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+#: the column counts :func:`simd_kernel` hands to them on ``avx2``: those measured faster
+#: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths");
+#: 32 columns measured 0.7x the unrolled ``hvp_m4``, 16 and 24 are not measured
+AVX2_DISPATCH = (8,)

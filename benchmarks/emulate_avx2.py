@@ -1,0 +1,73 @@
+"""Run a command with Numba compiling for AVX2 (Haswell) on an AVX-512 machine (issue 15).
+
+``NUMBA_CPU_NAME=haswell`` alone is not enough (Numba keeps the host's features), so this sets
+``NUMBA_CPU_FEATURES`` to the host's feature list with every ``avx512*`` (and AMX) feature
+turned off, a separate ``NUMBA_CACHE_DIR`` (``/tmp/numba_avx2``: AVX2 code must not share the
+cache of native code), ``OPENBLAS_CORETYPE=Haswell`` for the BLAS baselines, and
+``RMT_SIMD`` unset (the dispatch reads the features).  The code runs natively (an AVX-512 CPU
+executes AVX2 code), so what differs is the register file (16 ``ymm`` registers of 4 doubles);
+memory bandwidth and caches stay this machine's.
+
+Run: ``python benchmarks/emulate_avx2.py [--check] -- python benchmarks/bench_hvp.py ...``;
+``--check`` compiles one kernel and reports whether any ``zmm`` register appears in its asm.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+CACHE_DIR = "/tmp/numba_avx2"
+
+
+def avx2_environment(base: dict | None = None) -> dict:
+    """``base`` (default ``os.environ``) with the variables that make Numba compile for AVX2."""
+    from llvmlite import binding
+
+    feats = binding.get_host_cpu_features()
+    spec = ",".join(
+        ("-" if k.startswith(("avx512", "amx", "avxvnni", "avxifma", "avxneconvert")) else
+         "+" if v else "-") + k
+        for k, v in sorted(feats.items())
+    )  # fmt: skip
+    env = dict(os.environ if base is None else base)
+    env.pop("RMT_SIMD", None)
+    env.update(
+        NUMBA_CPU_NAME="haswell",
+        NUMBA_CPU_FEATURES=spec,
+        NUMBA_CACHE_DIR=CACHE_DIR,
+        OPENBLAS_CORETYPE="Haswell",
+    )
+    return env
+
+
+CHECK = """
+import re, numpy as np
+from rmt.kernels import simd
+from rmt.kernels.hessian import hvp_kernel
+X = np.ones((40, 16)); D = np.ones((40, 4, 4))
+for cols in (4, 8, 32):
+    k = hvp_kernel(4, cols)
+    k(X, D, np.ones((cols, 16)), 2)
+    asm = k.inspect_asm(k.signatures[0])
+    print(simd.SIMD_TARGET, k.__name__, "zmm" if re.search(r"%zmm", asm) else "no zmm",
+          "ymm" if "%ymm" in asm else "no ymm")
+"""
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    env = avx2_environment()
+    if argv[:1] == ["--check"]:
+        env["NUMBA_CACHE_DIR"] = CACHE_DIR + "_check"  # inspect_asm needs a fresh compile
+        subprocess.run([sys.executable, "-c", CHECK], env=env, check=True)
+        argv = argv[1:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if argv:
+        sys.exit(subprocess.run(argv, env=env).returncode)
+
+
+if __name__ == "__main__":
+    main()
