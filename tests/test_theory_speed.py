@@ -459,5 +459,5 @@ def test_sweep_builds_the_population_law_once_and_predicts_as_from_its_own_W(mon
         W, theta = sim.W, sim.data.theta
         law = rmt.SpikeLaw.from_network(config.model(), config.net(), W.T @ W, W.T @ theta)
         ref = theory_module.theory_at(law, delta, config.n_eigs)
-        for key in ("edge_lo", "edge_hi", "bottom"):
-            assert abs(th[key] - ref[key]) <= 1e-9 * abs(ref[key])
+        for key in ("edge_lo", "edge_hi", "bottom"):  # nan: an edge not determined in both
+            assert np.isclose(th[key], ref[key], rtol=1e-9, atol=0.0, equal_nan=True)

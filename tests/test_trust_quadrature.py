@@ -162,6 +162,22 @@ def test_two_outer_coordinates_get_monte_carlo_nodes_within_their_error():
 
 
 # -- item 3: an unbounded band that fixed rays miss; no edge read off the largest node -------
+def test_pole_of_a_node_that_attains_sup_D_is_the_edge():
+    """A tail node of weight ~phi(10) attaining max D: its pole is the edge (kind "pole"), to
+    about sqrt(weight), against a dense simulation's top eigenvalue."""
+    T = lambda y: np.minimum(y, 4.0)  # noqa: E731  (max reached on |z| >= 2: mass 4.6%)
+    law = rmt.SpikeLaw.spectral(PHASE, T)
+    assert law.far_range[1] <= law.node_range[1] + 1e-12
+    edges = rmt.bulk_edges(law, 2.0)
+    assert edges.hi_kind in ("fold", "pole") and np.isfinite(edges.hi)
+    rng = np.random.default_rng(3)
+    n, d = 4000, 2000
+    X = rng.standard_normal((n, d))
+    H = (X.T * T(X[:, 0] ** 2)) @ X / n
+    top = np.linalg.eigvalsh(H)[-2]  # the largest is the Theta* outlier
+    assert abs(top - edges.hi) < 0.05 * edges.hi
+
+
 def test_band_of_unbounded_curvature_is_detected():
     """Quadratic activation, Huber, M != 0: l'' = 1 only near u^2 = z^2, where D = 4 u^2 + ...;
     the rays gave unbounded = (False, False) and a finite right edge of kind "pole"."""
@@ -183,8 +199,13 @@ def test_edge_at_the_largest_node_is_not_reported():
     """T = (y - 1)/(y + 1) reaches sup T = 1 only as y -> inf: without T_bounds the branch runs
     into the pole of the largest node (the old kind "pole", a biased threshold 0.958)."""
     law = rmt.SpikeLaw.spectral(PHASE, lambda y: (y - 1) / (y + 1))
+    edges = rmt.bulk_edges(law, 0.5)
+    assert np.isnan(edges.hi) and edges.hi_kind == "undetermined"
+    assert "not determined" in edges.reason and np.isfinite(edges.lo)
     with pytest.raises(ConvergenceError, match="not determined"):
-        rmt.bulk_edges(law, 0.5)
+        rmt.outliers(law, 0.5, side="right", edges=edges)
+    with pytest.raises(ConvergenceError, match="not determined"):
+        rmt.outliers(law, 0.5, side="right")
     exact = rmt.SpikeLaw.spectral(PHASE, lambda y: (y - 1) / (y + 1), T_bounds=(-1.0, 1.0))
     assert rmt.bulk_edges(exact, 0.5).hi_kind == "boundary"
 
@@ -200,3 +221,19 @@ def test_spectral_law_of_a_callable_target_equals_the_registry_one():
     )[0]
     assert law_moment(law) == pytest.approx(val, rel=1e-8)
     assert law_moment(law) == pytest.approx(law_moment(ref), rel=1e-12)
+
+
+def test_nested_law_with_two_outer_coordinates_is_kept_where_monte_carlo_agrees():
+    """At the m = 3 population point the order-16 nested rule is exact to 1e-11 (orders 16 and
+    32 give the same delta_BBP); the default-seed Monte Carlo law moved delta_BBP by 3%."""
+    net = rmt.TwoLayerNet(3, "softplus", "huber")
+    spec = rmt.population_point(PHASE, net)
+    law = rmt.SpikeLaw.from_network(PHASE, net, spec.Q, spec.M)
+    assert law.kind == "nested"
+    fine = rmt.SpikeLaw.from_network(PHASE, net, spec.Q, spec.M, nodes="nested", order=32)
+    np.testing.assert_allclose(law.expect(law.D), fine.expect(fine.D), rtol=1e-9, atol=1e-12)
+    rng = np.random.default_rng(11)
+    mc = rmt.SpikeLaw.from_network(
+        PHASE, net, spec.Q, spec.M, nodes="monte_carlo", n_mc=1_000_000, rng=rng
+    )
+    assert np.all(np.abs(law.expect(law.D) - mc.expect(mc.D)) < 4.0 * mc.stderr)

@@ -20,16 +20,19 @@ What the results say beyond numbers:
   ``bbp_threshold`` returns ``found=False, delta=inf`` with the reason.
 - ``BulkEdges.lo_kind / hi_kind``: ``"fold"`` (square-root edge, exact to solver tolerance),
   ``"boundary"`` (cut at an exact range of ``D`` given in ``d_bounds``, for suprema reached only
-  at infinity), ``"atom"``.  An edge is never read off the largest node of a discretised law:
-  when the real branch runs into that node's pole before folding, ``bulk_edges`` raises
-  ``ConvergenceError`` (the edge is not determined; give ``d_bounds``/``T_bounds``).
+  at infinity), ``"atom"``, ``"pole"`` (the pole of an extreme node that attains the extreme of
+  ``D``: the edge to about the square root of its weight), ``"undetermined"`` (``nan``, with
+  ``BulkEdges.reason``: the branch ran into the pole of the largest node short of the extreme of
+  ``D``, so the nodes' reach, not the law, would set the edge; give ``d_bounds``/``T_bounds``).
+  Outliers and thresholds on an undetermined side raise ``EdgeNotDetermined``.
 - Solvers raise ``ConvergenceError`` rather than return an unconverged number.
 
 Known limitations: a non-smooth network (Huber loss, ReLU) with one coordinate besides
 ``Theta*`` is integrated by Gauss-Hermite in that coordinate, where the inner integrals have
 square-root singularities: ``E[D]`` within 6e-3 (softplus), 2e-5 (tanh), 1.2e-2 (ReLU), measured
-(docs/theory.md section 3.9); ``nodes="adaptive"`` is exact there, at tens of seconds.  Other
-non-smooth laws get Monte Carlo nodes with their ``stderr``.
+(docs/theory.md section 3.9); ``nodes="adaptive"`` is exact there, at tens of seconds.  With
+two such coordinates the nested law is kept only where a Monte Carlo law agrees with it; noisy
+or ``k >= 2`` targets get Monte Carlo nodes with their ``stderr``.
 """
 
 from . import closed_forms  # noqa: F401
@@ -37,7 +40,7 @@ from .alg import DeltaAlg, delta_alg  # noqa: F401
 from .bbp import BBPThreshold, bbp_threshold  # noqa: F401
 from .edges import BulkEdges  # noqa: F401
 from .law import SpikeLaw  # noqa: F401
-from .mp import ConvergenceError  # noqa: F401
+from .mp import ConvergenceError, EdgeNotDetermined  # noqa: F401
 from .nodes import adaptive_gauss_1d  # noqa: F401
 from .outliers import Outlier, Outliers, outliers  # noqa: F401
 from .spectrum import BulkDensity, StieltjesResult, bulk_density, bulk_edges, stieltjes  # noqa: F401

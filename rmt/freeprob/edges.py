@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, MPSystem, NewtonState
+from .mp import (
+    NEWTON_MAXIT,
+    NEWTON_TOL,
+    ConvergenceError,
+    EdgeNotDetermined,
+    MPSystem,
+    NewtonState,
+)
 
 
 @dataclass
@@ -45,7 +52,10 @@ class FoldPoint:
 class BulkEdges:
     """Result of ``bulk_edges``.  Unpacks as ``lo, hi = bulk_edges(law, delta)``.
 
-    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"boundary"`` (the branch ends where
+    ``lo_kind``/``hi_kind``: ``"fold"`` (square-root edge), ``"pole"`` (the pole of an extreme
+    node that attains the extreme of ``D``, see ``find_fold``), ``"undetermined"`` (``nan``: the
+    branch ran into the pole of a node short of the extreme of ``D``; ``reason`` says so),
+    ``"boundary"`` (the branch ends where
     the exact range of ``D`` in ``law.d_bounds`` puts a pole), ``"atom"`` (an atom at 0 is the end
     of the spectrum), or ``"unbounded"`` (``law.unbounded``: the edge is infinite).
     ``G_lo``/``G_hi`` are ``G`` at the edges, before the shift by ``law.shift``.
@@ -65,6 +75,8 @@ class BulkEdges:
     #: ``NewtonState``: warm starts for ``outliers`` (empty for an unbounded or atom edge)
     branch_lo: list = field(default_factory=list, repr=False)
     branch_hi: list = field(default_factory=list, repr=False)
+    #: why a side is ``"undetermined"`` (empty when both are determined)
+    reason: str = ""
 
     def __iter__(self):
         return iter((self.lo, self.hi))
@@ -205,16 +217,38 @@ def _bracket_ratio(pt, h_past, ratio):
     return min(r_f + margin, 1.0 + 0.9 * FOLD_BRACKET, ratio)  # short, rounding included
 
 
+#: the extreme node reaches the supremum of D when no far point exceeds it by more than this
+#: (relative to the scale of D): its pole is then the edge, to about sqrt(its weight)
+SUP_RTOL = 1e-6
+
+
+def _node_reaches_sup(law, side):
+    """Whether the extreme node of ``law`` on ``side`` attains the extreme of ``D`` that the
+    exact map reaches far out (``law.far_range``): then a pole of that node before any fold is
+    the edge (its fold lies within ``sqrt(weight)`` of it), not an artefact of the nodes' reach.
+    A law without the exact map (an empirical law) has nothing beyond its nodes."""
+    far = getattr(law, "far_range", None)
+    if far is None:
+        return law.kind == "empirical"
+    tol = SUP_RTOL * (law.scale + abs(far[1 if side > 0 else 0]))
+    if side > 0:
+        return law.node_range[1] >= far[1] - tol
+    return law.node_range[0] <= far[0] + tol
+
+
 def find_fold(mp: MPSystem, side, max_steps=400):
     """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps, path)``.
 
     ``path`` lists the accepted points of the continuation, from the start.
 
-    ``kind`` is ``"fold"`` or ``"boundary"`` (cut at ``law.d_bounds``).  When the branch
-    reaches a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any fold,
-    the edge is not determined and ``ConvergenceError`` is raised: the pole sits at the largest
-    node of the discretisation, so its value tells the reach of the nodes, not the edge of the
-    law (an unbounded ``D`` the probe missed, or a supremum reached only at infinity).
+    ``kind`` is ``"fold"``, ``"boundary"`` (cut at ``law.d_bounds``) or ``"pole"``.  When the
+    branch reaches a pole of a node (``I + G D_i/delta`` singular to ``POLE_MARGIN``) before any
+    fold, the edge is the pole only if that extreme node attains the extreme of ``D`` (no far
+    point of the exact map beyond it, ``law.far_range``): the kind is ``"pole"``, and the fold
+    lies within ``sqrt(weight)`` of it (a tail node of weight ``~ phi(10)``).  Otherwise the edge
+    is not determined and ``ConvergenceError`` is raised: the pole then tells the reach of the
+    nodes, not the edge of the law (an unbounded ``D`` the probe missed, or a supremum reached
+    only at infinity).
     """
     pt, prev, past = _start(mp, side), None, None  # past: a point known to lie past the fold
     path = [pt]
@@ -241,7 +275,9 @@ def find_fold(mp: MPSystem, side, max_steps=400):
         prev, pt = pt, new
         path.append(pt)
         if pt.margin < POLE_MARGIN:
-            raise ConvergenceError(
+            if _node_reaches_sup(mp.law, side):
+                return pt, "pole", steps, path
+            raise EdgeNotDetermined(
                 f"the bulk edge on the {'left' if side < 0 else 'right'} is not determined: the "
                 f"real branch reached a pole of the extreme node (zeta = {pt.zeta:.6g}) before "
                 "any fold; the edge of a discretised law there is an artefact of its largest "

@@ -10,8 +10,14 @@ import numpy as np
 
 from .._validation import as_float_array, check_nonneg_float, check_positive_int
 from ..models import MultiIndexModel
-from .nodes import adaptive_2d, adaptive_gauss_1d, gaussian_nodes, nested_nodes
-from .unbounded import probe_unbounded
+from .nodes import (
+    DEFAULT_MC_SEED,
+    adaptive_2d,
+    adaptive_gauss_1d,
+    gaussian_nodes,
+    nested_nodes,
+)
+from .unbounded import classify_far, probe_far
 
 #: default outer Gauss-Hermite orders of ``"nested"`` nodes, by the number of outer coordinates;
 #: with one, the order grows with the variance ``s2`` of ``u`` along it (``60 s2``, at most 720):
@@ -85,6 +91,9 @@ class SpikeLaw:
         self.shift = check_nonneg_float(shift, "shift")
         self.unbounded = (bool(unbounded[0]), bool(unbounded[1]))
         self.unbounded_reason = unbounded_reason
+        #: extreme eigenvalues of the exact map D far from the origin (set by the constructors
+        #: that have the map; None otherwise): whether the extreme node reaches them
+        self.far_range = None
         self.d_bounds = self._check_bounds(d_bounds)
         self.kind, self.stderr = kind, stderr
         eig = node_eigenvalues(D)
@@ -162,9 +171,11 @@ class SpikeLaw:
           ``sigma'``.  The inner integrals have square-root singularities in the outer
           coordinate, so the accuracy is measured, not spectral: ``E[D]`` within 6e-3
           (softplus/Huber) and 2e-5 (tanh/Huber, ``Q <= 9``) of a closed-form reference
-          (docs/theory.md section 3.9).  An explicit ``"nested"`` with two outer coordinates
-          (order 16) was off by up to 110%: ``"auto"`` gives those laws Monte Carlo nodes, as
-          it does to noisy or ``k >= 2`` targets with a non-smooth network.
+          (docs/theory.md section 3.9).  With two outer coordinates the nested rule (order
+          16) was off by up to 110% at some points and exact at others: ``"auto"`` builds it
+          and a Monte Carlo law, and keeps the nested one only when its ``E[D]`` and
+          ``E[z^2 D]`` lie within 3 standard errors of the Monte Carlo ones.  Noisy or
+          ``k >= 2`` targets with a non-smooth network get Monte Carlo nodes.
         - ``"adaptive"`` (explicit, two integration dimensions): two-level adaptive rule, exact
           across kinks to 1e-10 but slow (tens of seconds);
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
@@ -203,10 +214,14 @@ class SpikeLaw:
         nodes = _network_nodes(nodes, model, net, dims)
         if nodes == "nested" and order is None and dims == 2:
             order = _nested_order(C)
-        g = _nodes_for(curvature, dims, nodes, order, n_mc, rng)
-        D = curvature(g.points)
-        unb, reason = probe_unbounded(curvature, dims)
-        return cls(
+        if nodes == "nested_or_mc":
+            g, D = _nested_checked(curvature, dims, n_mc, rng)
+        else:
+            g = _nodes_for(curvature, dims, nodes, order, n_mc, rng)
+            D = curvature(g.points)
+        lows, highs, n_dirs = probe_far(curvature, dims)
+        unb, reason = classify_far(lows, highs, n_dirs)
+        law = cls(
             g.points[:, :K],
             D,
             g.weights,
@@ -217,6 +232,8 @@ class SpikeLaw:
             stderr=_mc_stderr(g, D),
             unbounded_reason=reason,
         )
+        law.far_range = (float(lows.min()), float(highs.max()))
+        return law
 
     @classmethod
     def from_hessian(cls, hessian, theta):
@@ -299,15 +316,18 @@ class SpikeLaw:
 
         g = _nodes_for(preprocess, dims, nodes, order, n_mc, rng)
         D = preprocess(g.points)
+        far_range = None
         if T_bounds is None:
-            unb, reason = probe_unbounded(preprocess, dims)
+            lows, highs, n_dirs = probe_far(preprocess, dims)
+            unb, reason = classify_far(lows, highs, n_dirs)
+            far_range = (float(lows.min()), float(highs.max()))
             d_bounds = None
         else:
             lo, hi = float(T_bounds[0]), float(T_bounds[1])
             unb = (lo == -np.inf, hi == np.inf)
             reason = f"T_bounds = ({lo}, {hi}) given by the caller"
             d_bounds = (lo, hi)
-        return cls(
+        law = cls(
             g.points[:, :k],
             D,
             g.weights,
@@ -318,6 +338,8 @@ class SpikeLaw:
             stderr=_mc_stderr(g, D),
             unbounded_reason=reason,
         )
+        law.far_range = far_range
+        return law
 
 
 def robust_scale(sizes, weights):
@@ -392,9 +414,12 @@ def _network_nodes(nodes, model, net, dims):
         return nodes  # one dimension: "auto" is the adaptive rule, exact across kinks
     nestable = model.k == 1 and model.noise == 0 and 2 <= dims <= 3
     if nodes == "auto":
+        if not nestable:
+            return "monte_carlo"
         # two outer coordinates: tensor Gauss-Hermite of order 16 there was off by 2% to 110%
-        # on E[D] (tanh/Huber, m = 2, Q = I and 4 I); Monte Carlo reports its error instead
-        return "nested" if nestable and dims == 2 else "monte_carlo"
+        # on E[D] (tanh/Huber, m = 2, Q = I and 4 I), but exact to 1e-11 at the m = 3
+        # population point: kept only where a Monte Carlo law cannot tell it apart
+        return "nested" if dims == 2 else "nested_or_mc"
     if nodes == "nested" and not nestable:
         raise ValueError(
             "nested nodes resolve kinks along Theta* only: they need a noiseless single-index "
@@ -402,6 +427,34 @@ def _network_nodes(nodes, model, net, dims):
             f"{dims} dimensions); use nodes='monte_carlo'"
         )
     return nodes
+
+
+#: a nested law with two outer coordinates is kept when its moments lie within this many
+#: standard errors of a Monte Carlo law of the same map
+NESTED_CHECK_SIGMAS = 3.0
+
+
+def _nested_checked(curvature, dims, n_mc, rng):
+    """Nested nodes (outer order 16) when they agree with Monte Carlo nodes, else the latter.
+
+    Compared: every entry of ``E[D]`` and of ``E[z^2 D]`` (``z`` along ``Theta*``), within
+    ``NESTED_CHECK_SIGMAS`` standard errors of the Monte Carlo estimate (plus 1e-12 of their
+    size).  An error the check cannot see is within the Monte Carlo law's own error."""
+    mc = gaussian_nodes(dims, "monte_carlo", None, n_mc, DEFAULT_MC_SEED if rng is None else rng)
+    D_mc = curvature(mc.points)
+    nested = nested_nodes(curvature, dims - 1, NESTED_OUTER_ORDER[dims - 1])
+    D_n = curvature(nested.points)
+    N = D_mc.shape[0]
+    feats_mc = np.concatenate([D_mc.reshape(N, -1), mc.points[:, :1] ** 2 * D_mc.reshape(N, -1)], 1)
+    feats_n = np.concatenate(
+        [D_n.reshape(len(D_n), -1), nested.points[:, :1] ** 2 * D_n.reshape(len(D_n), -1)], 1
+    )
+    mean_mc = feats_mc.mean(axis=0)
+    se = feats_mc.std(axis=0) / np.sqrt(N)
+    gap = np.abs(nested.weights @ feats_n - mean_mc)
+    if np.all(gap <= NESTED_CHECK_SIGMAS * se + 1e-12 * np.abs(mean_mc).max()):
+        return nested, D_n
+    return mc, D_mc
 
 
 def _nested_order(C):

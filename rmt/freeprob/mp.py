@@ -42,6 +42,11 @@ class ConvergenceError(RuntimeError):
         self.partial = partial
 
 
+class EdgeNotDetermined(ConvergenceError):
+    """The real branch reached the pole of an extreme node that does not attain the extreme of
+    ``D``: the edge on that side is not determined by the discretised law."""
+
+
 @dataclass
 class NewtonState:
     """A converged point of (MP): ``G``, its Jacobian ``J`` (in symmetric coordinates)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .mp import ConvergenceError, MPSystem
+from .mp import ConvergenceError, EdgeNotDetermined, MPSystem
 from .spectrum import check_law, continue_real_branch, real_branch_start, side_edge
 
 SIDES = {"left": -1, "right": 1}
@@ -174,6 +174,8 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     else:
         edge, kind, G_edge, branch_points = edge_and_branch(mp, sgn)
     shift = law.shift
+    if kind == "undetermined":
+        raise EdgeNotDetermined(f"no outliers on the {side}: {edges.reason}")
     if kind in ("unbounded", "atom"):
         why = {
             "unbounded": f"D is unbounded on the {side}: the bulk extends to infinity and no "

@@ -12,7 +12,7 @@ import numpy as np
 
 from .edges import STEP_MAXIT, BulkEdges, find_fold
 from .law import SpikeLaw
-from .mp import NEWTON_MAXIT, ConvergenceError, MPSystem, NewtonState
+from .mp import NEWTON_MAXIT, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
 
 
 def check_law(law):
@@ -42,18 +42,32 @@ def side_edge(mp: MPSystem, side):
     return pt.zeta, kind, pt.G, steps, pt.residual, [p.state() for p in path]
 
 
+def _side_or_undetermined(mp, side):
+    """``side_edge``, or ``(nan, "undetermined", None, 0, 0.0, [], reason)`` when the edge on that
+    side is not determined (the branch ran into the pole of a node short of the extreme of D)."""
+    try:
+        return side_edge(mp, side) + ("",)
+    except EdgeNotDetermined as exc:
+        return np.nan, "undetermined", None, 0, 0.0, [], str(exc)
+
+
 def bulk_edges(law, delta) -> BulkEdges:
     """Edges ``(lo, hi)`` of the bulk of ``H`` (docs/theory.md section 3, fold of the real branch).
 
     Each edge is the fold of the real branch of (MP) continued from ``-+inf`` and refined by
     Newton on the extended system.  An unbounded side (``law.unbounded``) gives ``-+inf``;
     ``lo = 0`` with kind ``"atom"`` when ``D >= 0`` and ``delta E[rank D] < m`` (the atom at 0
-    is then the bottom of the spectrum).  Raises ``ConvergenceError`` when no fold is found.
+    is then the bottom of the spectrum).  An edge that the discretised law does not determine
+    (the branch ran into the pole of an extreme node short of the extreme of ``D``,
+    ``find_fold``) is ``nan`` with kind ``"undetermined"`` and the cause in ``reason``; the other
+    side stays usable.  Raises ``EdgeNotDetermined`` when neither side is determined and
+    ``ConvergenceError`` when no fold is found.
     """
     check_law(law)
     mp = MPSystem(law, delta)
-    lo = side_edge(mp, -1)
-    hi = side_edge(mp, +1)
+    lo, hi = _side_or_undetermined(mp, -1), _side_or_undetermined(mp, +1)
+    if lo[1] == hi[1] == "undetermined":
+        raise EdgeNotDetermined(f"neither bulk edge is determined: {lo[6]}")
     return BulkEdges(
         lo[0] + law.shift,
         hi[0] + law.shift,
@@ -66,6 +80,7 @@ def bulk_edges(law, delta) -> BulkEdges:
         max(lo[4], hi[4]),
         branch_lo=lo[5],
         branch_hi=hi[5],
+        reason="; ".join(r for r in (lo[6], hi[6]) if r),
     )
 
 

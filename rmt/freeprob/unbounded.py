@@ -67,20 +67,34 @@ def _extreme_eigenvalues(D):
     return out[0], out[1]
 
 
+def probe_far(func, dims):
+    """``(lows, highs, n_directions)``: the extreme eigenvalues of ``D = func(points)`` over the
+    rays and the ``SHELL_DIRECTIONS`` seeded directions on each sphere of radius ``RADII``."""
+    dirs = _directions(dims)
+    lows, highs = np.array([_extremes(func, r * dirs) for r in RADII]).T
+    return lows, highs, dirs.shape[0]
+
+
+def classify_far(lows, highs, n_directions):
+    """``((below, above), reason)`` from the extremes of :func:`probe_far`.
+
+    A side counts as unbounded when the extreme eigenvalue of ``D`` over a sphere keeps
+    growing: from radius 12 to 48 it moves outward by more than half of
+    ``1 + |value at radius 12|``, and it moves outward monotonically over the radii 6, 12, 24, 48.
+    """
+    above = bool(np.all(np.diff(highs) > 0) and highs[3] - highs[1] > 0.5 * (1 + abs(highs[1])))
+    below = bool(np.all(np.diff(lows) < 0) and lows[1] - lows[3] > 0.5 * (1 + abs(lows[1])))
+    reason = (
+        f"extreme eigenvalues of D on spheres of radii {RADII} ({n_directions} directions): "
+        f"min {np.array2string(lows, precision=3)}, max {np.array2string(highs, precision=3)}"
+    )
+    return (below, above), reason
+
+
 def probe_unbounded(func, dims):
     """Return ``((below, above), reason)`` for ``D = func(points)`` far from the origin.
 
     ``D`` is evaluated along fixed rays and at ``SHELL_DIRECTIONS`` seeded directions on the
-    spheres of radii ``RADII``.  A side counts as unbounded when the extreme eigenvalue of ``D``
-    over a sphere keeps growing: from radius 12 to 48 it moves outward by more than half of
-    ``1 + |value at radius 12|``, and it moves outward monotonically over the radii 6, 12, 24, 48.
+    spheres of radii ``RADII`` (:func:`probe_far`), then classified by :func:`classify_far`.
     """
-    dirs = _directions(dims)
-    lows, highs = np.array([_extremes(func, r * dirs) for r in RADII]).T
-    above = bool(np.all(np.diff(highs) > 0) and highs[3] - highs[1] > 0.5 * (1 + abs(highs[1])))
-    below = bool(np.all(np.diff(lows) < 0) and lows[1] - lows[3] > 0.5 * (1 + abs(lows[1])))
-    reason = (
-        f"extreme eigenvalues of D on spheres of radii {RADII} ({dirs.shape[0]} directions): "
-        f"min {np.array2string(lows, precision=3)}, max {np.array2string(highs, precision=3)}"
-    )
-    return (below, above), reason
+    return classify_far(*probe_far(func, dims))
