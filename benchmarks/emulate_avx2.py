@@ -58,6 +58,11 @@ for cols in (4, 8, 32):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(
+            "usage: emulate_avx2.py [--check] [--] command ...  (runs command with Haswell codegen)"
+        )
+        return
     env = avx2_environment()
     if argv[:1] == ["--check"]:
         env["NUMBA_CACHE_DIR"] = CACHE_DIR + "_check"  # inspect_asm needs a fresh compile
@@ -66,7 +71,10 @@ def main(argv=None):
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if argv:
-        sys.exit(subprocess.run(argv, env=env).returncode)
+        try:
+            sys.exit(subprocess.run(argv, env=env).returncode)
+        except FileNotFoundError:
+            sys.exit(f"emulate_avx2.py: no such command: {argv[0]}")
 
 
 if __name__ == "__main__":
