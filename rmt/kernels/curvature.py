@@ -19,29 +19,37 @@ from .elementwise import activation, loss
 SERIAL_MAX_ROWS = 100_000
 
 
+@njit(cache=True, inline="always")
+def curvature_row(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, i, s, ds, d2s):
+    """Row ``i``: ``D_i[j,k] = l'' a_j a_k s'(u_ij) s'(u_ik) + [j=k] l' a_j s''(u_ij)``, with
+    ``f_i`` and ``l'(y_i, f_i)``; ``s, ds, d2s`` are scratch arrays of length ``m``.  Shared by
+    the serial and the parallel kernel, so their blocks are bit-identical."""
+    m = U.shape[1]
+    f = 0.0
+    for j in range(m):
+        s[j], ds[j], d2s[j] = activation(act_code, U[i, j])
+        f += a[j] * s[j]
+    _, dl, d2l = loss(loss_code, y[i], f, huber_delta)
+    f_out[i] = f
+    dl_out[i] = dl
+    for j in range(m):
+        gj = a[j] * ds[j]
+        for k in range(j, m):
+            v = d2l * gj * a[k] * ds[k]
+            D[i, j, k] = v
+            D[i, k, j] = v
+        D[i, j, j] += dl * a[j] * d2s[j]
+
+
 @njit(cache=True)
 def curvature_blocks_serial(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out):
-    """``D_i[j,k] = l'' a_j a_k s'(u_ij) s'(u_ik) + [j=k] l' a_j s''(u_ij)`` row by row, with
-    ``f_i`` and ``l'(y_i, f_i)``: the arithmetic of ``curvature_blocks``, on one thread."""
+    """The curvature blocks of ``curvature_blocks``, row by row on one thread."""
     n, m = U.shape
     s = np.empty(m)
     ds = np.empty(m)
     d2s = np.empty(m)
     for i in range(n):
-        f = 0.0
-        for j in range(m):
-            s[j], ds[j], d2s[j] = activation(act_code, U[i, j])
-            f += a[j] * s[j]
-        _, dl, d2l = loss(loss_code, y[i], f, huber_delta)
-        f_out[i] = f
-        dl_out[i] = dl
-        for j in range(m):
-            gj = a[j] * ds[j]
-            for k in range(j, m):
-                v = d2l * gj * a[k] * ds[k]
-                D[i, j, k] = v
-                D[i, k, j] = v
-            D[i, j, j] += dl * a[j] * d2s[j]
+        curvature_row(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, i, s, ds, d2s)
 
 
 @njit(cache=True)

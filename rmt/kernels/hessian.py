@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
-from .elementwise import activation, loss
+from .curvature import curvature_row
 from .simd import SIMD_TARGET, TARGETS, simd_kernel
 
 ROWS_PER_STEP = 4
@@ -37,20 +37,7 @@ def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out
         s = np.empty(m)
         ds = np.empty(m)
         d2s = np.empty(m)
-        f = 0.0
-        for j in range(m):
-            s[j], ds[j], d2s[j] = activation(act_code, U[i, j])
-            f += a[j] * s[j]
-        _, dl, d2l = loss(loss_code, y[i], f, huber_delta)
-        f_out[i] = f
-        dl_out[i] = dl
-        for j in range(m):
-            gj = a[j] * ds[j]
-            for k in range(j, m):
-                v = d2l * gj * a[k] * ds[k]
-                D[i, j, k] = v
-                D[i, k, j] = v
-            D[i, j, j] += dl * a[j] * d2s[j]
+        curvature_row(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, i, s, ds, d2s)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
