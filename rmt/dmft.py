@@ -77,7 +77,7 @@ def dmft_gd(
     n_samples=4000,
     n_test=50_000,
     M0=None,
-    rng=None,
+    rng=0,
 ) -> DMFTResult:
     """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
 
@@ -86,7 +86,8 @@ def dmft_gd(
     ``lr``, ``init_scale`` and ``weight_decay`` as in :func:`rmt.gradient_descent`.  ``M0``
     (``m x k``) is the starting overlap ``W^{0T} Theta*`` (default 0, its ``d -> inf`` limit).
     ``n_samples`` Monte Carlo draws of the per-sample process (and, for the test loss,
-    ``n_test`` draws of ``(z, y, g)``), all from ``rng``.  Returns :class:`DMFTResult`.
+    ``n_test`` draws of ``(z, y, g)``), all from ``numpy.random.default_rng(rng)`` (a fixed
+    seed by default: the same curves on every call).  Returns :class:`DMFTResult`.
     """
     prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0)
     n_test = check_positive_int(n_test, "n_test")

@@ -45,7 +45,9 @@ def _mp_moment(fun, delta, nodes=200_001):
 def test_linear_dmft_matches_marchenko_pastur_closed_form():
     """docs/dmft.md 8.7: psi = u - y is linear, the limits are Marchenko-Pastur integrals."""
     delta, lr, T, init, N = 2.0, 0.3, 30, 0.5, 4000
-    res = dmft_gd(rmt.MultiIndexModel("linear"), _LinearNet(), delta, lr, T, init, n_samples=N)
+    res = dmft_gd(
+        rmt.MultiIndexModel("linear"), _LinearNet(), delta, lr, T, init, n_samples=N, rng=0
+    )
     assert res.converged
     c = 1 + init**2
     for t in (0, 3, 10, 29):
@@ -54,7 +56,10 @@ def test_linear_dmft_matches_marchenko_pastur_closed_form():
         train = 0.5 * c * _mp_moment(lambda x: (1 - lr * x) ** (2 * t) * x, delta)
         # Monte Carlo: a quadratic form of N Gaussian draws has relative error sqrt(2 / N)
         rel = 4 * np.sqrt(2.0 / N)
-        assert abs(res.train_loss[t] - train) <= rel * train
+        # late in the run the train loss is carried by the slowest modes, far fewer than N: at
+        # t = 29 its seed-to-seed error was +2.3, +2.9, -1.5, -8.1% (seeds 0-3), so 4x 5%
+        rel_train = rel if t <= 10 else 0.2
+        assert abs(res.train_loss[t] - train) <= rel_train * train
         assert abs(res.test_loss[t] - 0.5 * c * p2) <= rel * 0.5 * c * p2
         assert abs(res.M[t, 0, 0] - M) <= rel * max(M, 0.1)
         assert abs(res.Q[t, 0, 0] - (2 * M - 1 + c * p2)) <= rel * (2 * M - 1 + c * p2)

@@ -43,7 +43,16 @@ def _skip_simd_without_wide_vectors(name):
         pytest.skip(f"no AVX-512 on this CPU: {name} is not dispatched here (float64 tests run it)")
 
 
-@pytest.mark.parametrize("name, kernel, m, b", PATHS, ids=[p[0] for p in PATHS])
+#: the paths a solver on m = 4 runs (single product, the block of 2 of block Lanczos on either
+#: CPU kind) run in CI; each float32 specialisation compiles for 20-40 s on a fresh clone, so
+#: the others are `slow` (make test-all)
+CI_PATHS = {"hvp_m4", "simd_w1", "simd4_c8"}
+PATH_PARAMS = [
+    pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
+]
+
+
+@pytest.mark.parametrize("name, kernel, m, b", PATH_PARAMS)
 def test_every_kernel_path_reads_float32_as_its_float64_rounding(name, kernel, m, b, rng):
     _skip_simd_without_wide_vectors(name)
     X32, D, Vt = _rounded_problem(m, b, rng)
@@ -202,6 +211,7 @@ def test_eigenvalues_float32_within_1e6_norm_of_float64_same_draw(rng):
     assert np.abs(H32.to_dense() - dense64).max() > 1e-12 * norm
 
 
+@pytest.mark.slow  # about 60 s of float32 compilation on a fresh clone
 def test_streaming_float32_memmap_reads_float32_blocks(rng, tmp_path):
     net, W, data32, rounded, _ = _pair(rng, m=4, n=301)
     path = tmp_path / "X32.npy"
