@@ -147,7 +147,10 @@ def _tri(u, v):
     return f"t{u}_{v}"
 
 
-def moments_source(m):
+def _moment_parts(m):
+    """What the real and the complex moment kernels share: the ``vech`` pairs, their index map
+    ``u_of(a, b)``, the per-node body, and the lines adding ``E[F]`` (``first``) and the
+    Jacobian moments (``second``)."""
     pairs = vech_pairs(m)
     p = len(pairs)
     index = {pr: u for u, pr in enumerate(pairs)}
@@ -162,6 +165,11 @@ def moments_source(m):
         for v in range(u, p):
             a, b = pairs[v]
             second.append(f"{_tri(u, v)} += wf{u} * f{a}{b}")
+    return pairs, p, u_of, body, first, second
+
+
+def moments_source(m):
+    pairs, p, u_of, body, first, second = _moment_parts(m)
     out = [
         DECORATOR,
         f"def moments_m{m}(Dv, w, G, inv_delta, with_jac, EF, JF):",
@@ -368,20 +376,7 @@ class _Split:
 
 def moments_complex_source(m):
     """``moments_m{m}`` for complex ``G`` (and complex ``EF``, ``JF``) in split arithmetic."""
-    pairs = vech_pairs(m)
-    p = len(pairs)
-    index = {pr: u for u, pr in enumerate(pairs)}
-
-    def u_of(a, b):
-        return index[(min(a, b), max(a, b))]
-
-    body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
-    first = [f"e{u} += wi * f{a}{b}" for u, (a, b) in enumerate(pairs)]
-    second = [f"wf{u} = wi * f{a}{b}" for u, (a, b) in enumerate(pairs)]
-    for u in range(p):
-        for v in range(u, p):
-            a, b = pairs[v]
-            second.append(f"{_tri(u, v)} += wf{u} * f{a}{b}")
+    pairs, p, u_of, body, first, second = _moment_parts(m)
 
     def split(lines):
         sp = _Split({"wi"} | {f"d{a}{b}" for a, b in pairs})
