@@ -24,6 +24,8 @@ from rmt.freeprob.spectrum import _continue_complex, _physical
 from rmt.kernels._generated.freeprob_small import MOMENTS, MOMENTS_COMPLEX, SPIKE_SUMS_WIDE
 from rmt.kernels.freeprob import PRODUCT_BLOCK, mp_moments, weighted_products
 
+from .test_freeprob_kernels import numpy_moments
+
 RTOL = 1e-12
 WIDTHS = [1, 2, 3, 4]
 
@@ -36,19 +38,6 @@ def nodes(m, rng, N):
     w /= w.sum()
     ia, ib = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(m))
     return D, w, ia, ib, np.ascontiguousarray(D[:, ia, ib].T)
-
-
-def numpy_moments(D, w, G, inv_delta, ia, ib):
-    """``E[F]`` and ``JF[:, q] = vech E[F E_q F]`` by dense solves (reference)."""
-    m = G.shape[0]
-    F = np.linalg.solve(np.eye(m) + D @ G * inv_delta, D.astype(G.dtype))
-    EF = np.einsum("n,nab->ab", w, F)
-    JF = np.empty((ia.size, ia.size), dtype=G.dtype)
-    for q in range(ia.size):
-        E = np.zeros((m, m))
-        E[ia[q], ib[q]] = E[ib[q], ia[q]] = 1.0
-        JF[:, q] = np.einsum("n,nab->ab", w, F @ E @ F)[ia, ib]
-    return EF, JF
 
 
 def assert_close(got, ref):
