@@ -23,9 +23,12 @@ from codegen import GENERATED, banner, write_module
 
 TOOL = "tools/gen_descent_small.py"
 
-#: rows per step for each specialised width ``m`` (8 rows for m = 4 measured 1.35 passes
-#: against 1.38 with 4, within the noise, for more code: 4 kept)
-ROWS = {1: 8, 2: 8, 3: 4, 4: 4}
+#: rows per step for each specialised width ``m``.  8 for every m: side by side in one run
+#: (n = 16000, d = 4000, 2 threads, Xeon family 6 model 167, 2026-12-01), m = 4 took 1.31-1.33
+#: passes with 8 rows against 1.38-1.45 with 4 natively, and 1.45 against 2.33 under AVX2
+#: codegen (benchmarks/emulate_avx2.py); m = 3 1.11 against 1.31 natively, equal under AVX2
+#: (benchmarks/RESULTS.md, "Gradient step")
+ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
 
 #: fast-math flags: reassociation lets LLVM vectorise the reductions; no ``nnan``/``ninf``,
 #: so a non-finite loss still propagates and the trainer can report divergence

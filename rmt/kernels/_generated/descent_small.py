@@ -514,7 +514,7 @@ def loss_m2(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=FASTMATH)
 def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
-    """Fused loss and gradient sums for ``m = 3``, 4 rows per step (module docstring)."""
+    """Fused loss and gradient sums for ``m = 3``, 8 rows per step (module docstring)."""
     n, d = X.shape
     m = Wt.shape[0]
     partial_loss = np.zeros(n_chunks)
@@ -524,8 +524,8 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         total = 0.0
-        u = np.empty((4, m))
-        c = np.empty((4, m))
+        u = np.empty((8, m))
+        c = np.empty((8, m))
         w0 = Wt[0]
         w1 = Wt[1]
         w2 = Wt[2]
@@ -534,11 +534,15 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         g1 = acc[1]
         g2 = acc[2]
         i = lo
-        while i + 4 <= hi:
+        while i + 8 <= hi:
             x0 = X[i + 0]
             x1 = X[i + 1]
             x2 = X[i + 2]
             x3 = X[i + 3]
+            x4 = X[i + 4]
+            x5 = X[i + 5]
+            x6 = X[i + 6]
+            x7 = X[i + 7]
             s0_0 = 0.0
             s0_1 = 0.0
             s0_2 = 0.0
@@ -551,11 +555,27 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             s3_0 = 0.0
             s3_1 = 0.0
             s3_2 = 0.0
+            s4_0 = 0.0
+            s4_1 = 0.0
+            s4_2 = 0.0
+            s5_0 = 0.0
+            s5_1 = 0.0
+            s5_2 = 0.0
+            s6_0 = 0.0
+            s6_1 = 0.0
+            s6_2 = 0.0
+            s7_0 = 0.0
+            s7_1 = 0.0
+            s7_2 = 0.0
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
                 b0 = w0[t]
                 b1 = w1[t]
                 b2 = w2[t]
@@ -571,6 +591,18 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
                 s3_0 += a3 * b0
                 s3_1 += a3 * b1
                 s3_2 += a3 * b2
+                s4_0 += a4 * b0
+                s4_1 += a4 * b1
+                s4_2 += a4 * b2
+                s5_0 += a5 * b0
+                s5_1 += a5 * b1
+                s5_2 += a5 * b2
+                s6_0 += a6 * b0
+                s6_1 += a6 * b1
+                s6_2 += a6 * b2
+                s7_0 += a7 * b0
+                s7_1 += a7 * b1
+                s7_2 += a7 * b2
             u[0, 0] = s0_0
             u[0, 1] = s0_1
             u[0, 2] = s0_2
@@ -583,7 +615,19 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             u[3, 0] = s3_0
             u[3, 1] = s3_1
             u[3, 2] = s3_2
-            total += row_coefficients(u, 4, y, i, a, act_code, loss_code, huber_delta, c)
+            u[4, 0] = s4_0
+            u[4, 1] = s4_1
+            u[4, 2] = s4_2
+            u[5, 0] = s5_0
+            u[5, 1] = s5_1
+            u[5, 2] = s5_2
+            u[6, 0] = s6_0
+            u[6, 1] = s6_1
+            u[6, 2] = s6_2
+            u[7, 0] = s7_0
+            u[7, 1] = s7_1
+            u[7, 2] = s7_2
+            total += row_coefficients(u, 8, y, i, a, act_code, loss_code, huber_delta, c)
             c0_0 = c[0, 0]
             c0_1 = c[0, 1]
             c0_2 = c[0, 2]
@@ -596,15 +640,58 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             c3_0 = c[3, 0]
             c3_1 = c[3, 1]
             c3_2 = c[3, 2]
+            c4_0 = c[4, 0]
+            c4_1 = c[4, 1]
+            c4_2 = c[4, 2]
+            c5_0 = c[5, 0]
+            c5_1 = c[5, 1]
+            c5_2 = c[5, 2]
+            c6_0 = c[6, 0]
+            c6_1 = c[6, 1]
+            c6_2 = c[6, 2]
+            c7_0 = c[7, 0]
+            c7_1 = c[7, 1]
+            c7_2 = c[7, 2]
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
-                g0[t] += a0 * c0_0 + a1 * c1_0 + a2 * c2_0 + a3 * c3_0
-                g1[t] += a0 * c0_1 + a1 * c1_1 + a2 * c2_1 + a3 * c3_1
-                g2[t] += a0 * c0_2 + a1 * c1_2 + a2 * c2_2 + a3 * c3_2
-            i += 4
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
+                g0[t] += (
+                    a0 * c0_0
+                    + a1 * c1_0
+                    + a2 * c2_0
+                    + a3 * c3_0
+                    + a4 * c4_0
+                    + a5 * c5_0
+                    + a6 * c6_0
+                    + a7 * c7_0
+                )
+                g1[t] += (
+                    a0 * c0_1
+                    + a1 * c1_1
+                    + a2 * c2_1
+                    + a3 * c3_1
+                    + a4 * c4_1
+                    + a5 * c5_1
+                    + a6 * c6_1
+                    + a7 * c7_1
+                )
+                g2[t] += (
+                    a0 * c0_2
+                    + a1 * c1_2
+                    + a2 * c2_2
+                    + a3 * c3_2
+                    + a4 * c4_2
+                    + a5 * c5_2
+                    + a6 * c6_2
+                    + a7 * c7_2
+                )
+            i += 8
         while i < hi:
             x0 = X[i + 0]
             s0_0 = 0.0
@@ -643,7 +730,7 @@ def grad_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=FASTMATH)
 def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
-    """Fused loss sum (forward only) for ``m = 3``, 4 rows per step (module docstring)."""
+    """Fused loss sum (forward only) for ``m = 3``, 8 rows per step (module docstring)."""
     n, d = X.shape
     m = Wt.shape[0]
     partial_loss = np.zeros(n_chunks)
@@ -652,17 +739,21 @@ def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         total = 0.0
-        u = np.empty((4, m))
-        c = np.empty((4, m))
+        u = np.empty((8, m))
+        c = np.empty((8, m))
         w0 = Wt[0]
         w1 = Wt[1]
         w2 = Wt[2]
         i = lo
-        while i + 4 <= hi:
+        while i + 8 <= hi:
             x0 = X[i + 0]
             x1 = X[i + 1]
             x2 = X[i + 2]
             x3 = X[i + 3]
+            x4 = X[i + 4]
+            x5 = X[i + 5]
+            x6 = X[i + 6]
+            x7 = X[i + 7]
             s0_0 = 0.0
             s0_1 = 0.0
             s0_2 = 0.0
@@ -675,11 +766,27 @@ def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             s3_0 = 0.0
             s3_1 = 0.0
             s3_2 = 0.0
+            s4_0 = 0.0
+            s4_1 = 0.0
+            s4_2 = 0.0
+            s5_0 = 0.0
+            s5_1 = 0.0
+            s5_2 = 0.0
+            s6_0 = 0.0
+            s6_1 = 0.0
+            s6_2 = 0.0
+            s7_0 = 0.0
+            s7_1 = 0.0
+            s7_2 = 0.0
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
                 b0 = w0[t]
                 b1 = w1[t]
                 b2 = w2[t]
@@ -695,6 +802,18 @@ def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
                 s3_0 += a3 * b0
                 s3_1 += a3 * b1
                 s3_2 += a3 * b2
+                s4_0 += a4 * b0
+                s4_1 += a4 * b1
+                s4_2 += a4 * b2
+                s5_0 += a5 * b0
+                s5_1 += a5 * b1
+                s5_2 += a5 * b2
+                s6_0 += a6 * b0
+                s6_1 += a6 * b1
+                s6_2 += a6 * b2
+                s7_0 += a7 * b0
+                s7_1 += a7 * b1
+                s7_2 += a7 * b2
             u[0, 0] = s0_0
             u[0, 1] = s0_1
             u[0, 2] = s0_2
@@ -707,8 +826,20 @@ def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             u[3, 0] = s3_0
             u[3, 1] = s3_1
             u[3, 2] = s3_2
-            total += row_losses(u, 4, y, i, a, act_code, loss_code, huber_delta)
-            i += 4
+            u[4, 0] = s4_0
+            u[4, 1] = s4_1
+            u[4, 2] = s4_2
+            u[5, 0] = s5_0
+            u[5, 1] = s5_1
+            u[5, 2] = s5_2
+            u[6, 0] = s6_0
+            u[6, 1] = s6_1
+            u[6, 2] = s6_2
+            u[7, 0] = s7_0
+            u[7, 1] = s7_1
+            u[7, 2] = s7_2
+            total += row_losses(u, 8, y, i, a, act_code, loss_code, huber_delta)
+            i += 8
         while i < hi:
             x0 = X[i + 0]
             s0_0 = 0.0
@@ -736,7 +867,7 @@ def loss_m3(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=FASTMATH)
 def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
-    """Fused loss and gradient sums for ``m = 4``, 4 rows per step (module docstring)."""
+    """Fused loss and gradient sums for ``m = 4``, 8 rows per step (module docstring)."""
     n, d = X.shape
     m = Wt.shape[0]
     partial_loss = np.zeros(n_chunks)
@@ -746,8 +877,8 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         total = 0.0
-        u = np.empty((4, m))
-        c = np.empty((4, m))
+        u = np.empty((8, m))
+        c = np.empty((8, m))
         w0 = Wt[0]
         w1 = Wt[1]
         w2 = Wt[2]
@@ -758,11 +889,15 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         g2 = acc[2]
         g3 = acc[3]
         i = lo
-        while i + 4 <= hi:
+        while i + 8 <= hi:
             x0 = X[i + 0]
             x1 = X[i + 1]
             x2 = X[i + 2]
             x3 = X[i + 3]
+            x4 = X[i + 4]
+            x5 = X[i + 5]
+            x6 = X[i + 6]
+            x7 = X[i + 7]
             s0_0 = 0.0
             s0_1 = 0.0
             s0_2 = 0.0
@@ -779,11 +914,31 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             s3_1 = 0.0
             s3_2 = 0.0
             s3_3 = 0.0
+            s4_0 = 0.0
+            s4_1 = 0.0
+            s4_2 = 0.0
+            s4_3 = 0.0
+            s5_0 = 0.0
+            s5_1 = 0.0
+            s5_2 = 0.0
+            s5_3 = 0.0
+            s6_0 = 0.0
+            s6_1 = 0.0
+            s6_2 = 0.0
+            s6_3 = 0.0
+            s7_0 = 0.0
+            s7_1 = 0.0
+            s7_2 = 0.0
+            s7_3 = 0.0
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
                 b0 = w0[t]
                 b1 = w1[t]
                 b2 = w2[t]
@@ -804,6 +959,22 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
                 s3_1 += a3 * b1
                 s3_2 += a3 * b2
                 s3_3 += a3 * b3
+                s4_0 += a4 * b0
+                s4_1 += a4 * b1
+                s4_2 += a4 * b2
+                s4_3 += a4 * b3
+                s5_0 += a5 * b0
+                s5_1 += a5 * b1
+                s5_2 += a5 * b2
+                s5_3 += a5 * b3
+                s6_0 += a6 * b0
+                s6_1 += a6 * b1
+                s6_2 += a6 * b2
+                s6_3 += a6 * b3
+                s7_0 += a7 * b0
+                s7_1 += a7 * b1
+                s7_2 += a7 * b2
+                s7_3 += a7 * b3
             u[0, 0] = s0_0
             u[0, 1] = s0_1
             u[0, 2] = s0_2
@@ -820,7 +991,23 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             u[3, 1] = s3_1
             u[3, 2] = s3_2
             u[3, 3] = s3_3
-            total += row_coefficients(u, 4, y, i, a, act_code, loss_code, huber_delta, c)
+            u[4, 0] = s4_0
+            u[4, 1] = s4_1
+            u[4, 2] = s4_2
+            u[4, 3] = s4_3
+            u[5, 0] = s5_0
+            u[5, 1] = s5_1
+            u[5, 2] = s5_2
+            u[5, 3] = s5_3
+            u[6, 0] = s6_0
+            u[6, 1] = s6_1
+            u[6, 2] = s6_2
+            u[6, 3] = s6_3
+            u[7, 0] = s7_0
+            u[7, 1] = s7_1
+            u[7, 2] = s7_2
+            u[7, 3] = s7_3
+            total += row_coefficients(u, 8, y, i, a, act_code, loss_code, huber_delta, c)
             c0_0 = c[0, 0]
             c0_1 = c[0, 1]
             c0_2 = c[0, 2]
@@ -837,16 +1024,72 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             c3_1 = c[3, 1]
             c3_2 = c[3, 2]
             c3_3 = c[3, 3]
+            c4_0 = c[4, 0]
+            c4_1 = c[4, 1]
+            c4_2 = c[4, 2]
+            c4_3 = c[4, 3]
+            c5_0 = c[5, 0]
+            c5_1 = c[5, 1]
+            c5_2 = c[5, 2]
+            c5_3 = c[5, 3]
+            c6_0 = c[6, 0]
+            c6_1 = c[6, 1]
+            c6_2 = c[6, 2]
+            c6_3 = c[6, 3]
+            c7_0 = c[7, 0]
+            c7_1 = c[7, 1]
+            c7_2 = c[7, 2]
+            c7_3 = c[7, 3]
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
-                g0[t] += a0 * c0_0 + a1 * c1_0 + a2 * c2_0 + a3 * c3_0
-                g1[t] += a0 * c0_1 + a1 * c1_1 + a2 * c2_1 + a3 * c3_1
-                g2[t] += a0 * c0_2 + a1 * c1_2 + a2 * c2_2 + a3 * c3_2
-                g3[t] += a0 * c0_3 + a1 * c1_3 + a2 * c2_3 + a3 * c3_3
-            i += 4
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
+                g0[t] += (
+                    a0 * c0_0
+                    + a1 * c1_0
+                    + a2 * c2_0
+                    + a3 * c3_0
+                    + a4 * c4_0
+                    + a5 * c5_0
+                    + a6 * c6_0
+                    + a7 * c7_0
+                )
+                g1[t] += (
+                    a0 * c0_1
+                    + a1 * c1_1
+                    + a2 * c2_1
+                    + a3 * c3_1
+                    + a4 * c4_1
+                    + a5 * c5_1
+                    + a6 * c6_1
+                    + a7 * c7_1
+                )
+                g2[t] += (
+                    a0 * c0_2
+                    + a1 * c1_2
+                    + a2 * c2_2
+                    + a3 * c3_2
+                    + a4 * c4_2
+                    + a5 * c5_2
+                    + a6 * c6_2
+                    + a7 * c7_2
+                )
+                g3[t] += (
+                    a0 * c0_3
+                    + a1 * c1_3
+                    + a2 * c2_3
+                    + a3 * c3_3
+                    + a4 * c4_3
+                    + a5 * c5_3
+                    + a6 * c6_3
+                    + a7 * c7_3
+                )
+            i += 8
         while i < hi:
             x0 = X[i + 0]
             s0_0 = 0.0
@@ -891,7 +1134,7 @@ def grad_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
 
 @njit(cache=True, parallel=True, fastmath=FASTMATH)
 def loss_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
-    """Fused loss sum (forward only) for ``m = 4``, 4 rows per step (module docstring)."""
+    """Fused loss sum (forward only) for ``m = 4``, 8 rows per step (module docstring)."""
     n, d = X.shape
     m = Wt.shape[0]
     partial_loss = np.zeros(n_chunks)
@@ -900,18 +1143,22 @@ def loss_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
         lo = ch * chunk
         hi = min(n, lo + chunk)
         total = 0.0
-        u = np.empty((4, m))
-        c = np.empty((4, m))
+        u = np.empty((8, m))
+        c = np.empty((8, m))
         w0 = Wt[0]
         w1 = Wt[1]
         w2 = Wt[2]
         w3 = Wt[3]
         i = lo
-        while i + 4 <= hi:
+        while i + 8 <= hi:
             x0 = X[i + 0]
             x1 = X[i + 1]
             x2 = X[i + 2]
             x3 = X[i + 3]
+            x4 = X[i + 4]
+            x5 = X[i + 5]
+            x6 = X[i + 6]
+            x7 = X[i + 7]
             s0_0 = 0.0
             s0_1 = 0.0
             s0_2 = 0.0
@@ -928,11 +1175,31 @@ def loss_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             s3_1 = 0.0
             s3_2 = 0.0
             s3_3 = 0.0
+            s4_0 = 0.0
+            s4_1 = 0.0
+            s4_2 = 0.0
+            s4_3 = 0.0
+            s5_0 = 0.0
+            s5_1 = 0.0
+            s5_2 = 0.0
+            s5_3 = 0.0
+            s6_0 = 0.0
+            s6_1 = 0.0
+            s6_2 = 0.0
+            s6_3 = 0.0
+            s7_0 = 0.0
+            s7_1 = 0.0
+            s7_2 = 0.0
+            s7_3 = 0.0
             for t in range(d):
                 a0 = x0[t]
                 a1 = x1[t]
                 a2 = x2[t]
                 a3 = x3[t]
+                a4 = x4[t]
+                a5 = x5[t]
+                a6 = x6[t]
+                a7 = x7[t]
                 b0 = w0[t]
                 b1 = w1[t]
                 b2 = w2[t]
@@ -953,6 +1220,22 @@ def loss_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
                 s3_1 += a3 * b1
                 s3_2 += a3 * b2
                 s3_3 += a3 * b3
+                s4_0 += a4 * b0
+                s4_1 += a4 * b1
+                s4_2 += a4 * b2
+                s4_3 += a4 * b3
+                s5_0 += a5 * b0
+                s5_1 += a5 * b1
+                s5_2 += a5 * b2
+                s5_3 += a5 * b3
+                s6_0 += a6 * b0
+                s6_1 += a6 * b1
+                s6_2 += a6 * b2
+                s6_3 += a6 * b3
+                s7_0 += a7 * b0
+                s7_1 += a7 * b1
+                s7_2 += a7 * b2
+                s7_3 += a7 * b3
             u[0, 0] = s0_0
             u[0, 1] = s0_1
             u[0, 2] = s0_2
@@ -969,8 +1252,24 @@ def loss_m4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
             u[3, 1] = s3_1
             u[3, 2] = s3_2
             u[3, 3] = s3_3
-            total += row_losses(u, 4, y, i, a, act_code, loss_code, huber_delta)
-            i += 4
+            u[4, 0] = s4_0
+            u[4, 1] = s4_1
+            u[4, 2] = s4_2
+            u[4, 3] = s4_3
+            u[5, 0] = s5_0
+            u[5, 1] = s5_1
+            u[5, 2] = s5_2
+            u[5, 3] = s5_3
+            u[6, 0] = s6_0
+            u[6, 1] = s6_1
+            u[6, 2] = s6_2
+            u[6, 3] = s6_3
+            u[7, 0] = s7_0
+            u[7, 1] = s7_1
+            u[7, 2] = s7_2
+            u[7, 3] = s7_3
+            total += row_losses(u, 8, y, i, a, act_code, loss_code, huber_delta)
+            i += 8
         while i < hi:
             x0 = X[i + 0]
             s0_0 = 0.0
