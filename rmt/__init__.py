@@ -69,7 +69,15 @@ from .experiments import run_point, run_sweep, simulate_point
 # -- the second phase: gradient descent, W1, the learning transition (docs/theory.md sec. 7) --
 from .descent import GDRun, Phases, PlateauRule, gradient_descent, segment_phases
 from .escape import EscapePrediction, predict_escape
-from .dmft import DMFTResult, dmft_gd
+from .dmft import (
+    DMFTHessian,
+    DMFTResult,
+    DMFTThreshold,
+    dmft_delta_nn,
+    dmft_gd,
+    dmft_hessian,
+    dmft_law,
+)
 from .transition_stats import bisect_transition, descent_outlier_decision
 from .experiments.learning import learn_point, run_learn, trained_thresholds
 from .freeprob.plugin import cavity_self_term, plugin_law

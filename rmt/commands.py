@@ -106,6 +106,8 @@ def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
 
     if config.point == "trained":
         return cmd_threshold_trained(config, out, progress, quiet)
+    if config.dmft:
+        raise ValueError("--dmft needs --point trained: the DMFT predicts the trained point")
     _stage(quiet, "delta_pop, delta_BBP and delta_alg of the configuration")
     summary, res = threshold_summary(config)
     timings = {"wall_time_s": summary["wall_time_s"]}
@@ -235,8 +237,9 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     }
     rows_by_d = {d: r["rows"] for d, r in res["by_d"].items()}
     label = config_label(replace(config, point="trained"))
+    dmft = _learn_dmft(config, rows_by_d[config.d], quiet) if config.dmft else None
     _stage(quiet, "drawing the figures")
-    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], marks, label)
+    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], marks, label, dmft=dmft)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
     summary = {
@@ -248,6 +251,8 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
         "per_d": {str(d): v for d, v in res["per_d"].items()},
         "runs": {str(d): len(r) for d, r in rows_by_d.items()},
     }
+    if dmft is not None:
+        summary["dmft"] = {f"{x:g}": _dmft_record(h) for x, h in sorted(dmft.items())}
     write_json(out / "learn.json", summary)
     files = [*figs, "learn.json", *(f"d{d}/learn.csv" for d in rows_by_d)]
     write_manifest(
@@ -305,6 +310,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
         per_d[int(d)] = {k: res[k].as_dict() for k in ("delta_nn", "delta_gd")}
         runs += res["runs"]
     ref = reference_thresholds(config)
+    dmft = _dmft_threshold(config, lo, hi, say) if config.dmft else None
     main = per_d[config.d]
     summary = {
         "config": config.to_dict(),
@@ -315,6 +321,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
         "delta_pop": ref["delta_pop"],
         "delta_alg": ref["delta_alg"],
         "population_reason": ref["pop_reason"],
+        "delta_nn_dmft": dmft,
         "per_d": {str(d): v for d, v in per_d.items()},
         "wall_time_s": time.perf_counter() - t0,
     }
@@ -327,6 +334,8 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
     for key in ("delta_nn", "delta_gd"):
         lo_i, hi_i = main[key]["interval"]
         _say(f"  {key} interval at d = {config.d}: [{lo_i:.3g}, {hi_i:.3g}]")
+    if dmft is not None:
+        _say(format_dmft_threshold(dmft))
     if config.table:
         from .experiments.learning import TRAINED_TABLE_COLUMNS, trained_threshold_table
 
@@ -340,6 +349,82 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
     )
     _wrote("threshold", f"{len(runs)} runs", [*files, "manifest.json"], out)
     return summary
+
+
+def _dmft_kwargs(config: RunConfig) -> dict:
+    """The settings of :func:`rmt.dmft_hessian` that a run configuration gives."""
+    return {
+        "lr": config.lr,
+        "steps": config.dmft_steps,
+        "init_scale": config.init_scale,
+        "weight_decay": config.weight_decay,
+        "n_samples": config.dmft_samples,
+        "rng": config.seeds[0],
+    }
+
+
+def _dmft_record(h) -> dict:
+    """A :class:`rmt.DMFTHessian` as plain numbers for the JSON files."""
+    return {
+        "delta": h.delta,
+        "t1": h.t1,
+        "theta_outlier": h.theta_outlier,
+        "theta_overlap": h.theta_overlap,
+        "edge_lo": h.edge_lo,
+        "edge_hi": h.edge_hi,
+        "bottom": h.bottom,
+        "negative": h.negative,
+        "converged": h.converged,
+        "message": h.message,
+    }
+
+
+def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
+    """``{delta: DMFTHessian}`` at the deltas of the learning-curve figure (``rmt learn
+    --dmft``): one DMFT solve each, tens of seconds."""
+    from .dmft import dmft_hessian
+    from .plotting import learning_curve_deltas
+
+    out = {}
+    for x in learning_curve_deltas(rows):
+        _stage(quiet, f"DMFT of the first phase at delta = {x:g} ({config.dmft_steps} steps)")
+        out[x] = dmft_hessian(config.model(), config.net(), x, **_dmft_kwargs(config))
+    return out
+
+
+def _dmft_threshold(config: RunConfig, lo, hi, say) -> dict:
+    """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[lo, hi]``, as a dict."""
+    from .dmft import dmft_delta_nn
+
+    def report(h):
+        if say:
+            state = (
+                f"t1 = {h.t1}, Theta* outlier {'present' if h.negative else 'absent'}"
+                if h.converged
+                else h.message
+            )
+            say(f"  DMFT at delta = {h.delta:.4g}: {state}")
+
+    if say:
+        say(f"DMFT (d -> inf): bisection over delta in [{lo:g}, {hi:g}]")
+    res = dmft_delta_nn(
+        config.model(), config.net(), lo, hi, progress=report, **_dmft_kwargs(config)
+    )
+    return {
+        "delta": res.value,
+        "bracket": [res.lo, res.hi],
+        "converged": res.converged,
+        "message": res.message,
+        "evaluations": [_dmft_record(h) for h in res.evaluations.values()],
+    }
+
+
+def format_dmft_threshold(dmft: dict) -> str:
+    """One line: the DMFT ``delta_NN`` with its bracket, or why it failed."""
+    if not dmft["converged"]:
+        return f"delta_NN (DMFT, d -> inf): failed: {dmft['message']}"
+    lo, hi = dmft["bracket"]
+    return f"delta_NN (DMFT, d -> inf) = {dmft['delta']:.3g}   bracket [{lo:.3g}, {hi:.3g}]"
 
 
 def format_trained_table(rows) -> str:

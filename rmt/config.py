@@ -166,6 +166,25 @@ class RunConfig:
         ("threshold",),
         "search",
     )
+    dmft: bool = option(
+        False,
+        "the DMFT of the first phase (d -> inf, no simulation; docs/dmft.md 8.9): threshold "
+        "--point trained prints its delta_NN, learn draws its curves and Hessian at t1",
+        ("threshold", "learn"),
+        "search",
+    )
+    dmft_steps: int = option(
+        250,
+        "steps of the DMFT solve (must cover the plateau t1 + 50)",
+        ("threshold", "learn"),
+        "search",
+    )
+    dmft_samples: int = option(
+        1500,
+        "Monte Carlo draws of the DMFT per-sample process",
+        ("threshold", "learn"),
+        "search",
+    )
     scheduler: str | None = option(
         None,
         "None (serial), 'local', or a Dask scheduler address",
@@ -196,6 +215,8 @@ class RunConfig:
         check_nonneg_float(self.weight_decay, "weight_decay")
         check_nonneg_float(self.init_scale, "init_scale")
         check_positive_float(self.lr, "lr")
+        check_positive_int(self.dmft_steps, "dmft_steps", minimum=2)
+        check_positive_int(self.dmft_samples, "dmft_samples", minimum=2)
         if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:
             raise ValueError(f"max_delta must be > {MIN_DELTA}; got {self.max_delta}")
         if not isinstance(self.table, (bool, np.bool_)):

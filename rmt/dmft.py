@@ -63,6 +63,14 @@ class DMFTResult:
     delta: float
     lr: float
     steps: int
+    #: the Monte Carlo sample of the per-sample process: ``z`` (``N x k``), ``y`` (``N``), and
+    #: for every step ``t`` the cavity field ``xi[t]`` (the Gaussian process of (D1), covariance
+    #: ``Q_perp[t, t]``) and the pre-activations ``u[t] = M(t) z + xi[t] + self-term``
+    #: (``steps x N x m``, NaN from a failed step on)
+    z: np.ndarray = None
+    y: np.ndarray = None
+    xi: np.ndarray = None
+    u: np.ndarray = None
 
 
 def dmft_gd(
@@ -198,6 +206,8 @@ class _State:
     psi: list  # psi^s, (N, m)
     dpsi: list  # dpsi[s] (m, s+1, N, m): d psi^s / d eta^{s'} for s' <= s, row index first
     loss: np.ndarray
+    xi: list  # xi^s, (N, m): the cavity field (the Gaussian process of (D1))
+    u: list  # u^s, (N, m): the pre-activations, self-term included
 
     @classmethod
     def empty(cls, prob):
@@ -210,7 +220,7 @@ class _State:
         M[0] = prob.M0
         z4 = np.zeros((T, T, m, m))
         zr = np.zeros((T + 1, T + 1, m, m))
-        return cls(M, Phi, zr, Qp, z4, z4.copy(), [], [], np.full(T, np.nan))
+        return cls(M, Phi, zr, Qp, z4, z4.copy(), [], [], np.full(T, np.nan), [], [])
 
 
 def _n_side_step(prob, draws, st, t) -> None:
@@ -240,6 +250,8 @@ def _n_side_step(prob, draws, st, t) -> None:
             dpsi[i] += J[None, :, i, j, None] * dr[j]
     st.psi.append(psi)
     st.dpsi.append(dpsi)
+    st.xi.append(xi)
+    st.u.append(U)
     N = psi.shape[0]
     st.R[t, : t + 1] = np.transpose(dpsi.mean(axis=2), (1, 0, 2))
     for s in range(t + 1):
@@ -301,6 +313,13 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         for c in curves:
             c[bad:] = np.nan
         Q[bad:] = np.nan
+    xi = np.full((T, prob.N, prob.m), np.nan)
+    u = np.full((T, prob.N, prob.m), np.nan)
+    done = min(len(st.xi), len(st.u))
+    if done:
+        xi[:done], u[:done] = np.array(st.xi[:done]), np.array(st.u[:done])
+    if not ok:
+        xi[bad:], u[bad:] = np.nan, np.nan
     return DMFTResult(
         train_loss=train,
         test_loss=test,
@@ -318,6 +337,10 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         delta=prob.delta,
         lr=prob.lr,
         steps=T,
+        z=draws["z"],
+        y=draws["y"],
+        xi=xi,
+        u=u,
     )
 
 
@@ -328,3 +351,246 @@ def _test_loss(prob, draws, st, t) -> float:
     U = draws["z_test"] @ st.M[t].T + draws["g_test"] @ root
     ell, _, _ = _psi(prob.net, U, draws["y_test"])
     return float(np.mean(ell))
+
+
+# ---------------------------------------------------------------------------------------------
+# the Hessian at the end of the first phase (docs/dmft.md section 8.9)
+# ---------------------------------------------------------------------------------------------
+#: smallest squared Theta* overlap for an outlier to count as the Theta* outlier.  Other
+#: outliers of the DMFT law (along the difference of two neurons, say) have overlap 0 in the
+#: limit and about ``1/N`` from the Monte Carlo sample (7e-4 for N = 1500); the Theta* outlier
+#: leaves the edge with overlap 0 at the BBP point and gains it roughly linearly (phase
+#: retrieval, softplus/Huber, m = 2: 0.043 at delta = 2.5, 0.235 at 3), so the cut moves
+#: ``delta_NN`` up by a few hundredths only
+THETA_OVERLAP_MIN = 0.01
+
+
+def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history=()):
+    """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/dmft.md 8.9).
+
+    One node per Monte Carlo draw of the per-sample process: spike coordinates ``zhat =
+    (z, Q_perp(t,t)^{-1/2} xi^t)``, the target coordinates and the *cavity* field written in
+    an orthonormal basis of ``W_perp`` (standard Gaussian, independent of ``(z, y)``), and the
+    sample's own curvature block ``D = J(u^t, y)`` at the pre-activation that includes the
+    self-term.  This is the law that :func:`rmt.freeprob.plugin.plugin_law` estimates from one
+    sample at a simulated ``W1``, here in the ``d -> inf`` limit, up to the Monte Carlo error
+    of the ``N`` draws.  Directions of ``Q_perp`` with eigenvalue below ``1e-12`` of the
+    largest are dropped (``W_perp`` of lower rank).
+
+    ``history``: earlier steps ``s < t`` whose cavity fields ``xi^s`` join the spike
+    coordinates (whitened together with ``xi^t`` by the covariance ``Q_perp(s, s')``).  ``D``
+    depends on ``x`` through the cavity fields of the whole trajectory, not only through
+    ``xi^t``; the default (none) keeps the spike space ``span(Theta*, W(t))`` of the plug-in
+    law, and ``history`` measures what the rest changes (docs/dmft.md 8.9: at most 0.6% of the
+    outlier with five times, phase retrieval at ``delta = 4``).
+    """
+    from .freeprob.law import SpikeLaw
+
+    if not isinstance(result, DMFTResult):
+        raise TypeError(f"result must be an rmt.DMFTResult; got {type(result).__name__}")
+    if result.xi is None or result.u is None:
+        raise ValueError("result has no per-sample process (solved by an older rmt.dmft_gd)")
+    t = int(t)
+    if not 0 <= t < result.steps:
+        raise ValueError(f"t must be in [0, {result.steps}); got {t}")
+    if not np.all(np.isfinite(result.u[t])):
+        raise ValueError(f"the DMFT solve has no finite state at step {t}: {result.message}")
+    times = [t]
+    for s in history:
+        s = int(s)
+        if not 0 <= s < t:
+            raise ValueError(f"history steps must be in [0, {t}); got {s}")
+        if s not in times:
+            times.append(s)
+    C = np.block([[result.Q_perp[a, b] for b in times] for a in times])
+    lam, V = np.linalg.eigh(0.5 * (C + C.T))
+    keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
+    stack = np.concatenate([result.xi[s] for s in times], axis=1)
+    coords = stack @ (V[:, keep] / np.sqrt(lam[keep]))
+    return SpikeLaw(
+        np.concatenate([result.z, coords], axis=1),
+        net.curvature(result.u[t], result.y),
+        None,
+        result.z.shape[1],
+        shift=check_nonneg_float(weight_decay, "weight_decay"),
+        kind="empirical",
+        unbounded_reason="empirical law of the DMFT sample: boundedness not assessed",
+    )
+
+
+@dataclass(frozen=True)
+class DMFTHessian:
+    """The Hessian at the DMFT plateau ``t1`` (:func:`dmft_hessian`).
+
+    ``t1`` is the plateau step of :func:`rmt.segment_phases` applied to the DMFT curves
+    (``None`` when none was detected: then ``converged`` is False and every number is NaN).
+    ``edge_lo``, ``edge_hi``: bulk edges; ``outliers`` the left outliers (farthest first) and
+    ``overlaps_theta`` their squared ``Theta*`` overlaps; ``bottom`` the lowest predicted
+    eigenvalue; ``theta_outlier`` the lowest outlier whose overlap is at least
+    :data:`THETA_OVERLAP_MIN` (NaN if none) and ``negative`` whether it is below 0: the
+    criterion of ``delta_NN``.  ``result`` is the DMFT solve and ``law`` the spike law at ``t1``.
+    """
+
+    delta: float
+    t1: int | None
+    plateau_rule: str | None
+    edge_lo: float
+    edge_hi: float
+    outliers: np.ndarray
+    overlaps_theta: np.ndarray
+    bottom: float
+    theta_outlier: float
+    theta_overlap: float
+    negative: bool
+    converged: bool
+    message: str
+    result: DMFTResult
+    law: object = None
+
+
+def dmft_hessian(
+    model,
+    net,
+    delta,
+    *,
+    lr=0.5,
+    steps=250,
+    init_scale=1e-2,
+    weight_decay=0.0,
+    n_samples=1500,
+    rng=0,
+    window=50,
+    depth=0.2,
+    flat_rtol=0.01,
+) -> DMFTHessian:
+    """Edges, outliers and ``Theta*`` overlaps of the Hessian at the end of the first phase,
+    without simulation (docs/dmft.md 8.9).
+
+    Solves :func:`dmft_gd` on ``steps`` steps, finds the plateau ``t1`` with the rule of
+    :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
+    gradient norm and overlap, and evaluates sections 3-4 on :func:`dmft_law` at ``t1``.  The
+    solve costs ``O(N m^3 steps^3)`` (m = 2, 200 steps, ``N = 1500``: about 30 s) and
+    ``4 N m^2 steps^2`` bytes, so ``steps`` must cover ``t1 + window`` but not much more.
+    A solve that fails, or a plateau not detected within ``steps``, is returned with
+    ``converged=False`` and the reason in ``message``, never as a number.
+    """
+    from .descent import segment_phases
+    from .freeprob.plugin import plugin_prediction
+
+    res = dmft_gd(
+        model,
+        net,
+        delta,
+        lr,
+        steps,
+        init_scale,
+        weight_decay=weight_decay,
+        n_samples=n_samples,
+        rng=rng,
+    )
+
+    def failed(message, t1=None, rule=None):
+        nan = float("nan")
+        empty = np.array([])
+        return DMFTHessian(
+            res.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False, message, res
+        )
+
+    if not res.converged:
+        return failed(f"the DMFT solve failed: {res.message}")
+    phases = segment_phases(
+        res.train_loss,
+        res.grad_norm,
+        res.overlap,
+        window=window,
+        depth=depth,
+        flat_rtol=flat_rtol,
+    )
+    if not phases.detected:
+        return failed(
+            f"no plateau detected within {steps} steps of the DMFT curves (the rule needs "
+            f"{window} steps after it): pass more steps"
+        )
+    t1 = int(phases.plateau_step)
+    law = dmft_law(res, net, t1, weight_decay)
+    pred = plugin_prediction(law, res.delta)
+    big = np.flatnonzero(pred.overlaps_theta >= THETA_OVERLAP_MIN)
+    theta_val = float(pred.outliers[big[0]]) if big.size else float("nan")
+    theta_ov = float(pred.overlaps_theta[big[0]]) if big.size else float("nan")
+    return DMFTHessian(
+        res.delta,
+        t1,
+        phases.rule,
+        pred.edge_lo,
+        pred.edge_hi,
+        pred.outliers,
+        pred.overlaps_theta,
+        pred.bottom,
+        theta_val,
+        theta_ov,
+        bool(big.size and theta_val < 0.0),
+        True,
+        f"plateau at step {t1} ({phases.rule}); {res.message}",
+        res,
+        law,
+    )
+
+
+@dataclass(frozen=True)
+class DMFTThreshold:
+    """``delta_NN`` from the DMFT (:func:`dmft_delta_nn`).
+
+    ``value`` is the geometric midpoint of the final bracket ``(lo, hi)``: no negative
+    ``Theta*`` outlier at ``t1`` at ``lo``, one at ``hi``.  ``evaluations`` maps every
+    ``delta`` tried to its :class:`DMFTHessian`.  ``converged`` is False (``value`` NaN,
+    ``message`` says why) when an evaluation failed or the bracket does not hold.
+    """
+
+    value: float
+    lo: float
+    hi: float
+    converged: bool
+    message: str
+    evaluations: dict
+
+
+def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwargs):
+    """The smallest ``delta`` with a negative ``Theta*`` outlier at the DMFT plateau ``t1``:
+    the asymptotic ``delta_NN`` (docs/dmft.md 8.9), by geometric bisection of ``[lo, hi]``
+    until ``hi / lo <= 1 + rtol``.
+
+    ``kwargs`` go to :func:`dmft_hessian` at every ``delta`` (``lr``, ``steps``,
+    ``init_scale``, ``n_samples``, ``rng``, ...).  ``progress``: a callable given each
+    :class:`DMFTHessian` as it is found.  Each evaluation is one DMFT solve (tens of seconds).
+    """
+    lo = check_positive_float(lo, "lo")
+    hi = check_positive_float(hi, "hi")
+    if not hi > lo:
+        raise ValueError(f"hi must exceed lo; got lo = {lo!r}, hi = {hi!r}")
+    rtol = check_positive_float(rtol, "rtol")
+    evals = {}
+
+    def at(delta):
+        out = dmft_hessian(model, net, delta, **kwargs)
+        evals[float(delta)] = out
+        if progress is not None:
+            progress(out)
+        return out
+
+    def stop(message):
+        return DMFTThreshold(float("nan"), lo, hi, False, message, evals)
+
+    for delta, want in ((hi, True), (lo, False)):
+        out = at(delta)
+        if not out.converged:
+            return stop(f"delta = {delta:g}: {out.message}")
+        if out.negative != want:
+            state = "a" if out.negative else "no"
+            return stop(f"the bracket does not hold: {state} negative Theta* outlier at {delta:g}")
+    while hi / lo > 1.0 + rtol:
+        mid = float(np.sqrt(lo * hi))
+        out = at(mid)
+        if not out.converged:
+            return stop(f"delta = {mid:g}: {out.message}")
+        lo, hi = (lo, mid) if out.negative else (mid, hi)
+    return DMFTThreshold(float(np.sqrt(lo * hi)), lo, hi, True, "converged", evals)

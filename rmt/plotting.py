@@ -497,22 +497,33 @@ def plot_learning_transition(ax, rows_by_d, thresholds, legend=True):
     return ax
 
 
-def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=True):
+def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=True, dmft=None):
     """Test loss and overlap against steps for a few ``delta`` (one seed): the plateau and its
-    growth as ``delta`` comes down towards the threshold."""
+    growth as ``delta`` comes down towards the threshold.  ``dmft`` (``{delta: DMFTHessian}``,
+    from ``rmt learn --dmft``) adds the DMFT curves (dashed, ``d -> inf``) and their plateau
+    ``t1`` (a diamond)."""
     import matplotlib.pyplot as plt
 
     cmap = plt.get_cmap("viridis")
     for i, x in enumerate(deltas):
-        c = [r for r in curves if r["delta"] == x and r["seed"] == seed]
-        if not c:
-            continue
-        steps = [r["step"] for r in c]
         color = cmap(i / max(len(deltas) - 1, 1))
-        ax_loss.semilogy(steps, [r["test_loss"] for r in c], color=color, lw=1.1)
-        ax_overlap.plot(
-            steps, [r["overlap"] for r in c], color=color, lw=1.1, label=rf"$\delta$ = {x:g}"
-        )
+        c = [r for r in curves if r["delta"] == x and r["seed"] == seed]
+        if c:
+            steps = [r["step"] for r in c]
+            ax_loss.semilogy(steps, [r["test_loss"] for r in c], color=color, lw=1.1)
+            ax_overlap.plot(
+                steps, [r["overlap"] for r in c], color=color, lw=1.1, label=rf"$\delta$ = {x:g}"
+            )
+        h = (dmft or {}).get(x)
+        if h is not None and h.result is not None:
+            res = h.result
+            ax_loss.semilogy(np.arange(res.steps), res.test_loss, "--", color=color, lw=1.0)
+            ax_overlap.plot(np.arange(res.steps), res.overlap, "--", color=color, lw=1.0)
+            if h.t1 is not None:
+                ax_loss.plot([h.t1], [res.test_loss[h.t1]], "D", ms=4, color=color)
+    if dmft:
+        ax_loss.plot([], [], "--", color="0.4", lw=1.0, label=r"DMFT ($d \to \infty$)")
+        ax_loss.plot([], [], "D", ms=4, color="0.4", lw=0, label=r"DMFT plateau $t_1$")
     ax_loss.set_ylabel("test loss")
     ax_overlap.set_ylabel(r"overlap with $\Theta^*$")
     for ax in (ax_loss, ax_overlap):
@@ -531,9 +542,10 @@ def _measured_points(ax, x, mean, std):
     )  # fmt: skip
 
 
-def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True):
+def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True, dmft=None):
     """Bottom eigenvalue of the Hessian at ``W1`` and its ``Theta*`` overlap against ``delta``,
-    with the cavity-corrected plug-in prediction beside them."""
+    with the cavity-corrected plug-in prediction beside them; ``dmft`` (``{delta:
+    DMFTHessian}``) adds the DMFT prediction at ``t1`` (bottom, left edge and overlap)."""
     x, mean, std = _by_delta(rows, "bottom_eigenvalue")
     _measured_points(ax_value, x, mean, std)
     xp, bp, _ = _by_delta(rows, "plugin_bottom")
@@ -545,6 +557,13 @@ def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True)
     _measured_points(ax_overlap, x2, ov, ov_sd)
     xq, oq, _ = _by_delta(rows, "plugin_overlap")
     ax_overlap.plot(xq, oq, "s", ms=4, mfc="none", color=THEORY_COLOR, label="plug-in prediction")
+    done = sorted((x, h) for x, h in (dmft or {}).items() if h.converged)
+    if done:
+        xd = [x for x, _ in done]
+        ax_value.plot(xd, [h.bottom for _, h in done], "D", ms=4, color="C3", label="DMFT at $t_1$")
+        ax_value.plot(xd, [h.edge_lo for _, h in done], ":", lw=1, color="C3", label="DMFT edge")
+        ov = [h.theta_overlap if h.theta_overlap == h.theta_overlap else 0.0 for _, h in done]
+        ax_overlap.plot(xd, ov, "D", ms=4, color="C3", label="DMFT at $t_1$")
     for ax in (ax_value, ax_overlap):
         mark_thresholds(ax, {k: v for k, v in thresholds.items() if k in ("delta_nn",)})
         _log_delta_axis(ax)
@@ -587,22 +606,30 @@ def plot_escape_times(ax, rows, legend=True):
     return ax
 
 
-def learn_figures(rows_by_d, curves, thresholds, title=""):
-    """The figures of ``rmt learn``: transition, learning curves, Hessian at W1, escape times."""
+def learning_curve_deltas(rows, count=5) -> list:
+    """The (at most ``count``) deltas of the learning-curve figure, spread over the grid."""
+    deltas = sorted({float(r["delta"]) for r in rows})
+    return [
+        deltas[i] for i in np.unique(np.linspace(0, len(deltas) - 1, count).round().astype(int))
+    ]
+
+
+def learn_figures(rows_by_d, curves, thresholds, title="", dmft=None):
+    """The figures of ``rmt learn``: transition, learning curves, Hessian at W1, escape times;
+    ``dmft`` (``{delta: DMFTHessian}``) draws the DMFT over the simulated curves."""
     d0 = sorted(rows_by_d)[0]
     rows = rows_by_d[d0]
     fig1, ax = new_figure(1, 1, width=5.5, height=4.4)
     plot_learning_transition(ax[0][0], rows_by_d, thresholds, legend=False)
     figure_legend(fig1, ax, ncols=2)
     set_title(fig1, title, fontsize=9)
-    deltas = sorted({float(r["delta"]) for r in rows})
-    pick = [deltas[i] for i in np.unique(np.linspace(0, len(deltas) - 1, 5).round().astype(int))]
+    pick = learning_curve_deltas(rows)
     fig2, ax2 = new_figure(1, 2, width=4.5, height=3.4)
-    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick, legend=False)
-    figure_legend(fig2, ax2, ncols=len(pick))
+    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick, legend=False, dmft=dmft)
+    figure_legend(fig2, ax2, ncols=len(pick) + (2 if dmft else 0))
     set_title(fig2, f"learning curves, d = {d0}, seed 0 — {title}", fontsize=9)
     fig3, ax3 = new_figure(1, 3, width=4.0, height=3.4)
-    plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds, legend=False)
+    plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds, legend=False, dmft=dmft)
     plot_escape_times(ax3[0][2], rows, legend=False)
     figure_legend(fig3, ax3)
     set_title(fig3, f"Hessian at the plateau W1, d = {d0} — {title}", fontsize=9)

@@ -97,6 +97,8 @@ def test_version_and_bench_options(tmp_path):
         (["spectrum", "--width", "0"], "width must be >= 1"),
         (["sweep", "--d", "ten"], "invalid int value"),
         (["frobnicate"], "invalid choice"),
+        (["threshold", "--dmft"], "--dmft needs --point trained"),
+        (["threshold", "--dmft-steps", "1"], "--dmft-steps must be >= 2"),
     ],
 )
 def test_bad_options_one_line_error_no_files(argv, fragment, tmp_path):

@@ -201,15 +201,19 @@ def _population_gd(model, net, lr, steps, init, n_draws=200_000, seed=7):
     With ``W = Theta* M^T + W_perp`` and ``xi = W_perp^T x`` (``N(0, Q_perp)``, independent of
     ``z``), Stein's lemma gives ``E[x psi^T] = Theta* E[z psi^T] + W_perp E[J]`` (``J = d psi /
     d u``, symmetric), so ``M <- M - lr E[psi z^T]`` and ``Q_perp <- A Q_perp A`` with ``A = I
-    - lr E[J]``.  Expectations over ``n_draws`` antithetic draws ``(+-z, h)``: ``E[psi z^T]``
-    is then exactly 0 for an even target while ``M = 0``.
+    - lr E[J]``.  Expectations over ``n_draws`` antithetic draws ``(+-z, h)`` (the same ``h``
+    for both signs): for an even target ``psi`` is then the same at ``z`` and ``-z`` while
+    ``M = 0``, and ``E[psi z^T]`` is exactly 0.
     """
     g = np.random.default_rng(seed)
     m, k = net.width, model.k
     z = g.standard_normal((n_draws // 2, k))
     z = np.r_[z, -z]
     y = model.labels(z, g)
-    h = g.standard_normal((z.shape[0], m))
+    if model.even:
+        y[len(y) // 2 :] = y[: len(y) // 2]  # y(-z) = y(z), label noise included
+    h = g.standard_normal((n_draws // 2, m))
+    h = np.r_[h, h]
     M, Qp = np.zeros((m, k)), init**2 * np.eye(m)
     loss, Ms, Qs = [], [], []
     for _ in range(steps):
@@ -263,3 +267,111 @@ def test_dmft_tends_to_population_gradient_descent_as_delta_grows(target, activa
     assert np.all(gap <= tol), float(np.max(gap - tol))
     finite = np.abs(curves(2.0, 0) - ref)
     assert np.max(finite - tol) > 0.05
+
+
+def test_dmft_law_at_the_start_is_the_population_law():
+    """docs/dmft.md 8.9: at ``t = 0`` nothing has been learned from the sample (``u^0 = xi^0``,
+    no self-term), so the DMFT law is the population law at ``Q = init^2 I``, ``M = 0``
+    (``SpikeLaw.from_network``, its own quadrature nodes).  Edges and the left outlier of three
+    DMFT samples of 4000 draws agree with it within 4 standard errors plus 0.5% (measured
+    spread: 0.4% in the edges, 0.4% in the outlier, 0.01 in its overlap).
+    """
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    delta = 4.0
+    ref = rmt.SpikeLaw.from_network(model, net, np.eye(2))
+    e_ref = rmt.bulk_edges(ref, delta)
+    (o_ref,) = rmt.outliers(ref, delta, "left", edges=e_ref)
+    got = []
+    for seed in range(3):
+        res = dmft_gd(model, net, delta, 0.5, 1, 1.0, n_samples=4000, n_test=10, rng=seed)
+        law = rmt.dmft_law(res, net, 0)
+        e = rmt.bulk_edges(law, delta)
+        (o,) = rmt.outliers(law, delta, "left", edges=e)
+        got.append([e.lo, e.hi, o.value, o.overlap_theta])
+    got = np.array(got)
+    want = np.array([e_ref.lo, e_ref.hi, o_ref.value, o_ref.overlap_theta])
+    se = got.std(axis=0, ddof=1) / np.sqrt(len(got))
+    assert np.all(np.abs(got.mean(axis=0) - want) <= 4 * se + 5e-3 * np.abs(want))
+
+
+def test_dmft_hessian_without_a_plateau_is_reported_failed():
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    out = rmt.dmft_hessian(model, net, 4.0, steps=20, n_samples=200)
+    assert not out.converged and "no plateau detected within 20 steps" in out.message
+    assert out.t1 is None and np.isnan(out.edge_lo) and np.isnan(out.theta_outlier)
+    assert not out.negative
+
+
+def test_dmft_delta_nn_bisects_to_the_decision_boundary(monkeypatch):
+    """The bisection of :func:`rmt.dmft_delta_nn`, on a planted decision (a negative Theta*
+    outlier exactly above 2.7): the bracket must close on 2.7 to ``rtol``; failures and a
+    bracket that does not hold are reported, not returned as numbers."""
+    import rmt.dmft as dmft
+
+    def fake(model, net, delta, **kwargs):
+        return dmft.DMFTHessian(delta, 10, "local_min", -1.0, 1.0, np.array([]), np.array([]),
+                                -1.0, -0.1, 0.5, delta > 2.7, True, "ok", None)  # fmt: skip
+
+    monkeypatch.setattr(dmft, "dmft_hessian", fake)
+    out = dmft.dmft_delta_nn(None, None, 1.0, 8.0, rtol=0.01)
+    assert out.converged and out.lo <= 2.7 < out.hi and out.hi / out.lo <= 1.01
+    assert abs(out.value - 2.7) <= 0.01 * 2.7
+    bad = dmft.dmft_delta_nn(None, None, 3.0, 8.0)
+    assert not bad.converged and np.isnan(bad.value) and "does not hold" in bad.message
+    with pytest.raises(ValueError, match="hi must exceed lo"):
+        dmft.dmft_delta_nn(None, None, 2.0, 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_dmft_hessian_at_the_plateau_matches_dense_eigh_at_the_simulated_W1():
+    """docs/dmft.md 8.9: the Hessian at the DMFT plateau ``t1`` against dense ``eigh`` of the
+    Hessian at the simulated ``W1`` (``TrainedPoint``: the same plateau rule), phase retrieval,
+    softplus/Huber, m = 2, ``delta = 4``, ``lr = 0.5``, ``init_scale = 0.01``.
+
+    Compared: the Theta* outlier (the bottom eigenvalue) and its squared overlap, the second
+    eigenvalue against the left edge, the top eigenvalue against the right edge, and ``t1``.
+    Tolerance ``4 sqrt(se_sim^2 + se_mc^2)`` plus a finite-size allowance: 0.004 for the
+    eigenvalues (the ``d^{-2/3}`` edge fluctuations: the second eigenvalue moved from -0.0617
+    to -0.0601 between d = 500 and 1000), 0.05 for the overlap (``O(d^{-1/2})``), 20 steps for
+    ``t1`` (124.5 +- 6.5 at d = 500, 133.3 +- 0.5 at d = 1000, against 139-144 for the DMFT:
+    at finite ``d`` the escape starts from ``M = O(d^{-1/2})`` and ends the plateau earlier).
+    """
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    delta, d = 4.0, 500
+    theory = []
+    for seed in (0, 1):
+        h = rmt.dmft_hessian(model, net, delta, steps=200, n_samples=1000, rng=seed)
+        assert h.converged and h.negative, h.message
+        theory.append([h.t1, h.theta_outlier, h.theta_overlap, h.edge_lo, h.edge_hi])
+    theory = np.array(theory, dtype=float)
+    sim = []
+    for s in range(4):
+        data = model.sample(int(delta * d), d, rng=100 + s)
+        W1, run = rmt.TrainedPoint(steps=250).realize(net, data, rng=200 + s)
+        assert run.phases.detected
+        ev, vec = np.linalg.eigh(rmt.Hessian(net, data, W1).to_dense())
+        ov = float(np.sum((vec[:, 0].reshape(net.width, d) @ data.theta[:, 0]) ** 2))
+        sim.append([run.phases.plateau_step, ev[0], ov, ev[1], ev[-1]])
+    sim = np.array(sim)
+    se_sim = sim.std(axis=0, ddof=1) / np.sqrt(len(sim))
+    se_mc = np.abs(theory[0] - theory[1]) / 2
+    allowance = np.array([20.0, 0.004, 0.05, 0.004, 0.004])
+    gap = np.abs(sim.mean(axis=0) - theory.mean(axis=0))
+    tol = 4 * np.sqrt(se_sim**2 + se_mc**2) + allowance
+    assert np.all(gap <= tol), (np.round(gap, 5), np.round(tol, 5))
+
+
+def test_dmft_law_refuses_bad_steps():
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    res = dmft_gd(model, net, 4.0, 0.5, 3, 0.1, n_samples=50, n_test=10, rng=0)
+    with pytest.raises(ValueError, match="t must be in"):
+        rmt.dmft_law(res, net, 3)
+    with pytest.raises(ValueError, match="history steps must be in"):
+        rmt.dmft_law(res, net, 1, history=(1,))
+    law = rmt.dmft_law(res, net, 2, history=(0, 1))
+    assert law.K == 1 + 3 * 2  # z, then the whitened cavity fields of three steps

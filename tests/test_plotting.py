@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import rmt
 from rmt.plotting import new_figure, plot_spectrum, save_figure, summarize_by_delta
 
 
@@ -35,3 +36,35 @@ def test_summaries_across_seeds():
     np.testing.assert_array_equal(dl, [1.0, 2.0])
     np.testing.assert_allclose(mean, [2.0, 3.0])
     np.testing.assert_allclose(sd, np.std([0, 1, 2]))
+
+
+def test_learning_figures_draw_the_dmft_over_the_simulation():
+    """``rmt learn --dmft``: the DMFT curves (dashed) over the simulated ones, and the DMFT
+    prediction at ``t1`` in the Hessian panel, at the same values."""
+    import matplotlib.pyplot as plt
+
+    from rmt.plotting import plot_hessian_at_plateau, plot_learning_curves
+
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    res = rmt.dmft_gd(model, net, 4.0, 0.5, 12, 0.1, n_samples=100, n_test=100, rng=0)
+    h = rmt.DMFTHessian(4.0, 5, "local_min", -0.07, 0.39, np.array([-0.08]), np.array([0.4]),
+                        -0.08, -0.08, 0.4, True, True, "ok", res)  # fmt: skip
+    curves = [
+        {"delta": 4.0, "seed": 0, "step": t, "test_loss": 0.5, "overlap": 0.0} for t in range(3)
+    ]
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_learning_curves(a, b, curves, [4.0], dmft={4.0: h})
+    dashed = [ln for ln in a.get_lines() if ln.get_linestyle() == "--" and len(ln.get_xdata())]
+    assert len(dashed) == 1
+    np.testing.assert_allclose(dashed[0].get_ydata(), res.test_loss)
+    (diamond,) = [ln for ln in a.get_lines() if ln.get_marker() == "D" and len(ln.get_xdata())]
+    assert diamond.get_xdata()[0] == 5 and diamond.get_ydata()[0] == res.test_loss[5]
+    rows = [{"delta": 4.0, "bottom_eigenvalue": -0.07, "plugin_bottom": -0.07,
+             "plugin_edge_lo": -0.06, "bottom_overlap": 0.4, "plugin_overlap": 0.4}]  # fmt: skip
+    fig2, (c, e) = plt.subplots(1, 2)
+    plot_hessian_at_plateau(c, e, rows, {}, dmft={4.0: h})
+    pts = [ln for ln in c.get_lines() if ln.get_marker() == "D"]
+    assert len(pts) == 1 and pts[0].get_ydata()[0] == -0.08
+    plt.close(fig)
+    plt.close(fig2)
