@@ -25,6 +25,7 @@ responses and ``O(N m^3 T^3 / 6)`` flops (m = 2, T = 100, N = 3000: about 20 s).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +100,7 @@ def dmft_gd(
     """
     prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0)
     n_test = check_positive_int(n_test, "n_test")
+    _check_memory(prob)
     draws = _draws(prob, n_test, np.random.default_rng(rng))
     return _solve(prob, draws)
 
@@ -150,6 +152,30 @@ class _Problem:
             check_nonneg_float(weight_decay, "weight_decay"),
             check_positive_int(n_samples, "n_samples", minimum=2),
             M0,
+        )
+
+
+def solve_bytes(n_samples: int, m: int, steps: int) -> int:
+    """Memory of a solve: the responses ``d psi^t / d eta^s`` (``4 N m^2 T^2`` bytes), the
+    Gaussian matrix of (D7) (``8 N^2``) and the per-sample paths (``16 N m T``)."""
+    return 4 * n_samples * m * m * steps * steps + 8 * n_samples**2 + 16 * n_samples * m * steps
+
+
+def _physical_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _check_memory(prob) -> None:
+    """Refuse, before any work, a solve that needs more than 80% of this machine's memory."""
+    need, have = solve_bytes(prob.N, prob.m, prob.T), _physical_memory()
+    if have is not None and need > 0.8 * have:
+        raise ValueError(
+            f"a DMFT solve with n_samples={prob.N}, m={prob.m}, steps={prob.T} needs "
+            f"{need / 2**30:.1f} GiB, more than 80% of this machine's {have / 2**30:.1f} GiB: "
+            "use fewer steps or n_samples"
         )
 
 
@@ -475,6 +501,7 @@ def dmft_hessian(
     ``converged=False`` and the reason in ``message``, never as a number.
     """
     from .descent import segment_phases
+    from .freeprob.mp import ConvergenceError
     from .freeprob.plugin import plugin_prediction
 
     res = dmft_gd(
@@ -513,7 +540,10 @@ def dmft_hessian(
         )
     t1 = int(phases.plateau_step)
     law = dmft_law(res, net, t1, weight_decay)
-    pred = plugin_prediction(law, res.delta)
+    try:
+        pred = plugin_prediction(law, res.delta)
+    except ConvergenceError as err:
+        return failed(f"the spectrum of the DMFT law at t1 = {t1} failed: {err}", t1, phases.rule)
     big = np.flatnonzero(pred.overlaps_theta >= THETA_OVERLAP_MIN)
     theta_val = float(pred.outliers[big[0]]) if big.size else float("nan")
     theta_ov = float(pred.overlaps_theta[big[0]]) if big.size else float("nan")
