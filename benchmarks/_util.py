@@ -144,3 +144,42 @@ def wait_for_quiet(threshold: float = HIGH_LOAD, timeout: float = 300.0, probe: 
 def fmt_ms(seconds: float) -> str:
     """Seconds as milliseconds with one decimal."""
     return f"{1e3 * seconds:7.1f} ms"
+
+
+def cpu_info() -> dict:
+    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2, for the line
+    that names the CPU beside every figure."""
+    import subprocess
+
+    model = "unknown"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
+                      if ln.startswith("Model name")), model)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    simd = (
+        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
+    )
+    return {"model": model, "simd": simd}
+
+
+def time_runs(funcs: dict, run: int, repeats: int) -> dict:
+    """Median seconds per call of each callable, in runs of ``run`` consecutive calls (as a
+    solver or the trainer makes them), the contenders taking turns (round robin, so that they
+    share the background load), each turn after a 0.3 s pause and one untimed call."""
+    per_call = {name: [] for name in funcs}
+    for _ in range(repeats):
+        for name, f in funcs.items():
+            time.sleep(0.3)  # let the previous contender's spinning threads sleep
+            f()
+            t0 = time.perf_counter()
+            for _ in range(run):
+                f()
+            per_call[name].append((time.perf_counter() - t0) / run)
+    return {name: statistics.median(ts) for name, ts in per_call.items()}

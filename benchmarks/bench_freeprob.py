@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import time
 from functools import partial
 from pathlib import Path
@@ -38,9 +37,9 @@ import scipy.linalg as sl
 import rmt
 
 try:
-    from _util import LoadMeter, set_threads, time_round_robin
+    from _util import LoadMeter, cpu_info, set_threads, time_round_robin
 except ImportError:  # run from the repository root
-    from benchmarks._util import LoadMeter, set_threads, time_round_robin
+    from benchmarks._util import LoadMeter, cpu_info, set_threads, time_round_robin
 
 PHASE = rmt.MultiIndexModel("phase_retrieval")
 
@@ -72,25 +71,6 @@ def configs():
 
 #: the goals of issue 15 (theory speed)
 GOAL_RATIO, GOAL_DENSITY_NESTED, GOAL_DENSITY_MC, GOAL_OUTLIERS = 100.0, 2.0, 10.0, 0.5
-
-
-def cpu_info() -> str:
-    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2."""
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next(
-            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")),
-            model,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    with open("/proc/cpuinfo") as f:
-        flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    simd = (
-        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
-    )
-    return f"{model}, {simd}"
 
 
 def sweep_configs():
@@ -354,7 +334,8 @@ def main():
     args = parser.parse_args()
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
-    print(f"CPU: {cpu_info()}")
+    cpu = cpu_info()
+    print(f"CPU: {cpu['model']}, {cpu['simd']}")
     print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(
         f"threads: numba {threads['numba']}, blas {threads['blas']}; "

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ import time
 
 import numpy as np
 from _kernels import stream_pass
-from _util import fmt_ms, measure, set_threads, wait_for_quiet
+from _util import cpu_info, fmt_ms, measure, set_threads, time_runs, wait_for_quiet
 
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as UNROLLED
@@ -269,38 +268,6 @@ def compile_times(m, threads):
         )
         print(f"  {label:13s}: {parts}; import {1e3 * r['import']:.0f} ms")
     return results
-
-
-def cpu_info() -> dict:
-    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2."""
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines()
-                      if ln.startswith("Model name")), model)  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    with open("/proc/cpuinfo") as f:
-        flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    simd = (
-        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
-    )
-    return {"model": model, "simd": simd}
-
-
-def time_runs(funcs: dict, run: int, repeats: int) -> dict:
-    """Median seconds per call of each callable, in runs of ``run`` consecutive calls, the
-    contenders taking turns (round robin, so that they share the background load)."""
-    per_call = {name: [] for name in funcs}
-    for _ in range(repeats):
-        for name, f in funcs.items():
-            time.sleep(0.3)  # let the previous contender's spinning threads sleep
-            f()
-            t0 = time.perf_counter()
-            for _ in range(run):
-                f()
-            per_call[name].append((time.perf_counter() - t0) / run)
-    return {name: statistics.median(ts) for name, ts in per_call.items()}
 
 
 def float32_timings(args, rng):

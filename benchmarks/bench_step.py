@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
-from _util import LoadMeter, fmt_ms, set_threads
+from _util import LoadMeter, cpu_info, fmt_ms, set_threads, time_runs
 
 import rmt
 from rmt.kernels.descent import step_kernels
@@ -50,38 +48,6 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=20261130)
     p.add_argument("--json", default="benchmarks/results/bench_step.json")
     return p.parse_args(argv)
-
-
-def cpu_info() -> dict:
-    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2."""
-    model = "unknown"
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                model = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    with open("/proc/cpuinfo") as f:
-        flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-    simd = (
-        "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
-    )
-    return {"model": model, "simd": simd}
-
-
-def time_runs(funcs: dict, run: int, repeats: int) -> dict:
-    """Median seconds per call of each callable, in runs of ``run`` consecutive calls."""
-    per_call = {name: [] for name in funcs}
-    for _ in range(repeats):
-        for name, f in funcs.items():
-            time.sleep(0.3)  # let the previous contender's spinning threads sleep
-            f()
-            t0 = time.perf_counter()
-            for _ in range(run):
-                f()
-            per_call[name].append((time.perf_counter() - t0) / run)
-    return {name: statistics.median(ts) for name, ts in per_call.items()}
 
 
 def contenders(n, d, m, rng):
