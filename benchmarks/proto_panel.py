@@ -36,83 +36,17 @@ times less traffic.  Rows are in the fixed chunks of ``hvp_fused``, summed in or
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange
-from numba.core.extending import intrinsic
 
 from rmt.kernels.simd import (
     LANES,
-    REDUCE_ROWS,
-    _at,
-    _close,
     _contract,
     _empty64,
-    _load,
-    _loop,
-    _prologue,
-    _signature,
-    _splat,
-    _store,
-    _vec,
+    _sum_chunks,
+    _transposed_block,
     axpy_rows,
+    dot_rows_acc,
 )
-
-
-@intrinsic
-def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
-    """``U[q, :LW] += sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W``, ``L``);
-    the rows are read from cache (a packed panel), so no prefetch."""
-    typed = _signature(X, i, Vtt, U, R, W, L)
-    if typed is None:
-        return None
-    sig, nr, nw, nl = typed
-    vty = _vec(nl)
-
-    def codegen(context, builder, signature, args):
-        xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
-            context, builder, signature, args, nr, nl
-        )
-        slots = [
-            [_at(builder, ud, builder.add(builder.mul(ir.Constant(ir.IntType(64), q), ust[0]),
-                                          ir.Constant(ir.IntType(64), 8 * nl * w)))
-             for w in range(nw)]
-            for q in range(nr)
-        ]  # fmt: skip
-        start = [[_load(builder, slots[q][w], vty) for w in range(nw)] for q in range(nr)]
-        t, pre, body, done = _loop(builder, d, "dotacc")
-        accs = [[builder.phi(vty) for _ in range(nw)] for _ in range(nr)]
-        for q in range(nr):
-            for w in range(nw):
-                accs[q][w].add_incoming(start[q][w], pre)
-        vrow = _at(builder, vd, builder.mul(t, vst[0]))
-        v = [
-            _load(builder, _at(builder, vrow, ir.Constant(ir.IntType(64), 8 * nl * w)), vty)
-            for w in range(nw)
-        ]
-        toff = builder.mul(t, xst[1])
-        new = []
-        for q in range(nr):
-            x = builder.load(
-                builder.bitcast(_at(builder, rows[q], toff), ir.DoubleType().as_pointer())
-            )
-            s = _splat(builder, x, nl)
-            new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
-        for q in range(nr):
-            for w in range(nw):
-                accs[q][w].add_incoming(new[q][w], body)
-        _close(builder, t, d, body, done)
-        results = []
-        for q in range(nr):
-            for w in range(nw):
-                res = builder.phi(vty)
-                res.add_incoming(start[q][w], pre)
-                res.add_incoming(new[q][w], body)
-                results.append((q, w, res))
-        for q, w, res in results:
-            _store(builder, res, slots[q][w])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @njit(inline="always")
@@ -139,12 +73,7 @@ def _panel_product(X, D, Vt, n_chunks, R, W, L, P, TB):
     C = Vt.shape[0]
     Cp = L * W
     S = P // R
-    Vtt = _empty64(d * Cp).reshape((d, Cp))
-    blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
-    for blk in prange(blocks):
-        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
-            for c in range(Cp):
-                Vtt[t, c] = Vt[c, t] if c < C else 0.0
+    Vtt = _transposed_block(Vt, d, Cp)
     partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
     chunk = (n + n_chunks - 1) // n_chunks
     for ch in prange(n_chunks):
@@ -186,15 +115,7 @@ def _panel_product(X, D, Vt, n_chunks, R, W, L, P, TB):
             _contract(U1, D[p0 : p0 + 1], 0, 1, m, C, R1)
             axpy_rows(Xr, 0, R1, acc, 1, W, L)
             p0 += 1
-    out = np.empty((C, d))
-    for blk in prange(blocks):
-        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
-            for c in range(C):
-                s = 0.0
-                for ch in range(n_chunks):
-                    s += partial[ch, t, c]
-                out[c, t] = s
-    return out
+    return _sum_chunks(partial, C)
 
 
 @njit(inline="always")

@@ -250,27 +250,31 @@ def _prologue(context, builder, signature, args, nr, lanes):
     return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder, lanes), rows
 
 
-@intrinsic
-def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
-    """``U[q, :LW] = sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W`` and
-    lanes ``L``); prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
-    typed = _signature(X, i, Vtt, U, R, W, L)
-    if typed is None:
-        return None
-    sig, nr, nw, nl = typed
+def _dot_codegen(nr, nw, nl, accumulate):
+    """Code of ``U[q, :LW] (+)= sum_t X[i+q, t] * Vtt[t, :LW]``: from zero with row prefetches
+    (:func:`dot_rows`), or from the current ``U`` without them (:func:`dot_rows_acc`)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
         xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
             context, builder, signature, args, nr, nl
         )
-        zero = ir.Constant(vty, [0.0] * nl)
+
+        def slot(q, w):  # the address of U[q, w-th lane vector], built where it is used
+            return _at(builder, ud, builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * nl * w)))
+
+        if accumulate:
+            start = [[_load(builder, slot(q, w), vty) for w in range(nw)] for q in range(nr)]
+        else:
+            zero = ir.Constant(vty, [0.0] * nl)
+            start = [[zero] * nw for _ in range(nr)]
         t, pre, body, done = _loop(builder, d, "dot")
         accs = [[builder.phi(vty) for _ in range(nw)] for _ in range(nr)]
-        for row in accs:
-            for acc in row:
-                acc.add_incoming(zero, pre)
-        _row_prefetch(builder, rows[0], xst, t, nr)
+        for q in range(nr):
+            for w in range(nw):
+                accs[q][w].add_incoming(start[q][w], pre)
+        if not accumulate:
+            _row_prefetch(builder, rows[0], xst, t, nr)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
         v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
         toff = builder.mul(t, xst[1])
@@ -286,15 +290,36 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
         for q in range(nr):
             for w in range(nw):
                 res = builder.phi(vty)
-                res.add_incoming(zero, pre)
+                res.add_incoming(start[q][w], pre)
                 res.add_incoming(new[q][w], body)
                 results.append((q, w, res))
         for q, w, res in results:
-            off = builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * nl * w))
-            _store(builder, res, _at(builder, ud, off))
+            _store(builder, res, slot(q, w))
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
+    """``U[q, :LW] = sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W`` and
+    lanes ``L``); prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
+    typed = _signature(X, i, Vtt, U, R, W, L)
+    if typed is None:
+        return None
+    sig, nr, nw, nl = typed
+    return sig, _dot_codegen(nr, nw, nl, accumulate=False)
+
+
+@intrinsic
+def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
+    """``U[q, :LW] += sum_t X[i+q, t] * Vtt[t, :LW]`` (as :func:`dot_rows`, started from ``U``
+    and without prefetches: for rows already in cache, such as a packed panel)."""
+    typed = _signature(X, i, Vtt, U, R, W, L)
+    if typed is None:
+        return None
+    sig, nr, nw, nl = typed
+    return sig, _dot_codegen(nr, nw, nl, accumulate=True)
 
 
 @intrinsic
@@ -414,6 +439,37 @@ def _step(X, D, i, nr, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L):
 
 
 @njit(cache=True, inline="always")
+def _transposed_block(Vt, d, Cp):
+    """``Vtt`` (``d x Cp``, 64-byte aligned): ``Vtt[t, c] = Vt[c, t]``, zero in the padding
+    columns ``c >= Vt.shape[0]``; rows of ``d`` in parallel blocks of ``REDUCE_ROWS``."""
+    C = Vt.shape[0]
+    Vtt = _empty64(d * Cp).reshape((d, Cp))
+    blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
+    for blk in prange(blocks):
+        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
+            for c in range(Cp):
+                Vtt[t, c] = Vt[c, t] if c < C else 0.0
+    return Vtt
+
+
+@njit(cache=True, inline="always")
+def _sum_chunks(partial, C):
+    """``out[c, t] = sum_ch partial[ch, t, c]`` for ``c < C`` (``C x d``): the chunks summed in
+    a fixed order, so the result does not depend on the number of threads."""
+    n_chunks, d = partial.shape[0], partial.shape[1]
+    out = np.empty((C, d))
+    blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
+    for blk in prange(blocks):
+        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
+            for c in range(C):
+                s = 0.0
+                for ch in range(n_chunks):
+                    s += partial[ch, t, c]
+                out[c, t] = s
+    return out
+
+
+@njit(cache=True, inline="always")
 def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
     like ``hessian.hvp_fused``; ``R`` rows per step, ``G`` column groups of ``W`` vectors of
@@ -423,12 +479,7 @@ def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     m = D.shape[1]
     C = Vt.shape[0]
     Cp = G * L * W
-    Vtt = _empty64(d * Cp).reshape((d, Cp))
-    blocks = (d + REDUCE_ROWS - 1) // REDUCE_ROWS
-    for blk in prange(blocks):
-        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
-            for c in range(Cp):
-                Vtt[t, c] = Vt[c, t] if c < C else 0.0
+    Vtt = _transposed_block(Vt, d, Cp)
     partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
     chunk = (n + n_chunks - 1) // n_chunks
     for ch in prange(n_chunks):
@@ -447,15 +498,7 @@ def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
         while i < hi:
             _step(X, D, i, 1, Xs, Vtt, U, Rr, acc, m, C, G, 1, W, L)
             i += 1
-    out = np.empty((C, d))
-    for blk in prange(blocks):  # chunks summed in a fixed order, written transposed
-        for t in range(blk * REDUCE_ROWS, min(d, (blk + 1) * REDUCE_ROWS)):
-            for c in range(C):
-                s = 0.0
-                for ch in range(n_chunks):
-                    s += partial[ch, t, c]
-                out[c, t] = s
-    return out
+    return _sum_chunks(partial, C)
 
 
 # One compiled kernel per lane-vector count W, with R W <= 24 accumulators (R = 16 rows for
