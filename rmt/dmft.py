@@ -339,13 +339,11 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         for c in curves:
             c[bad:] = np.nan
         Q[bad:] = np.nan
-    xi = np.full((T, prob.N, prob.m), np.nan)
+    xi = np.full((T, prob.N, prob.m), np.nan)  # NaN from a failed step on: it stored nothing
     u = np.full((T, prob.N, prob.m), np.nan)
-    done = min(len(st.xi), len(st.u))
+    done = len(st.xi)
     if done:
-        xi[:done], u[:done] = np.array(st.xi[:done]), np.array(st.u[:done])
-    if not ok:
-        xi[bad:], u[bad:] = np.nan, np.nan
+        xi[:done], u[:done] = st.xi, st.u
     return DMFTResult(
         train_loss=train,
         test_loss=test,
@@ -584,15 +582,23 @@ class DMFTThreshold:
     evaluations: dict
 
 
+class _EvaluationFailed(Exception):
+    """A DMFT evaluation inside the bisection failed: the search stops and says why."""
+
+
 def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwargs):
     """The smallest ``delta`` with a negative ``Theta*`` outlier at the DMFT plateau ``t1``:
-    the asymptotic ``delta_NN`` (docs/dmft.md 8.9), by geometric bisection of ``[lo, hi]``
-    until ``hi / lo <= 1 + rtol``.
+    the asymptotic ``delta_NN`` (docs/dmft.md 8.9), by the geometric bisection of
+    :func:`rmt.bisect_transition` on ``[lo, hi]`` until ``hi / lo <= 1 + rtol`` (one "seed":
+    the DMFT draws of ``rng``).
 
     ``kwargs`` go to :func:`dmft_hessian` at every ``delta`` (``lr``, ``steps``,
     ``init_scale``, ``n_samples``, ``rng``, ...).  ``progress``: a callable given each
     :class:`DMFTHessian` as it is found.  Each evaluation is one DMFT solve (tens of seconds).
+    A failed evaluation stops the search, reported in ``message``.
     """
+    from .transition_stats import bisect_transition
+
     lo = check_positive_float(lo, "lo")
     hi = check_positive_float(hi, "hi")
     if not hi > lo:
@@ -600,27 +606,21 @@ def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwa
     rtol = check_positive_float(rtol, "rtol")
     evals = {}
 
-    def at(delta):
+    def negative(delta, _seed):
         out = dmft_hessian(model, net, delta, **kwargs)
         evals[float(delta)] = out
         if progress is not None:
             progress(out)
-        return out
+        if not out.converged:
+            raise _EvaluationFailed(f"delta = {delta:g}: {out.message}")
+        return out.negative
 
-    def stop(message):
+    try:  # the bracket width, not a count of evaluations, ends the search
+        est = bisect_transition(negative, lo, hi, (0,), rtol=rtol, max_evals=1000)
+    except _EvaluationFailed as err:
+        return DMFTThreshold(float("nan"), lo, hi, False, str(err), evals)
+    if not est.found:
+        message = f"the bracket does not hold: {est.reason}"
         return DMFTThreshold(float("nan"), lo, hi, False, message, evals)
-
-    for delta, want in ((hi, True), (lo, False)):
-        out = at(delta)
-        if not out.converged:
-            return stop(f"delta = {delta:g}: {out.message}")
-        if out.negative != want:
-            state = "a" if out.negative else "no"
-            return stop(f"the bracket does not hold: {state} negative Theta* outlier at {delta:g}")
-    while hi / lo > 1.0 + rtol:
-        mid = float(np.sqrt(lo * hi))
-        out = at(mid)
-        if not out.converged:
-            return stop(f"delta = {mid:g}: {out.message}")
-        lo, hi = (lo, mid) if out.negative else (mid, hi)
-    return DMFTThreshold(float(np.sqrt(lo * hi)), lo, hi, True, "converged", evals)
+    b_lo, b_hi = est.bracket
+    return DMFTThreshold(est.delta, b_lo, b_hi, True, "converged", evals)
