@@ -17,7 +17,7 @@ from .nodes import (
     gaussian_nodes,
     nested_nodes,
 )
-from .unbounded import classify_far, probe_far
+from .unbounded import probe_law
 
 #: default outer Gauss-Hermite orders of ``"nested"`` nodes, by the number of outer coordinates;
 #: with one, the order grows with the variance ``s2`` of ``u`` along it (``60 s2``, at most 720):
@@ -67,6 +67,7 @@ class SpikeLaw:
         kind="custom",
         stderr=None,
         unbounded_reason="",
+        far_range=None,
     ):
         zhat = as_float_array(zhat, "zhat")
         zhat = zhat[:, None] if zhat.ndim == 1 else zhat
@@ -91,9 +92,10 @@ class SpikeLaw:
         self.shift = check_nonneg_float(shift, "shift")
         self.unbounded = (bool(unbounded[0]), bool(unbounded[1]))
         self.unbounded_reason = unbounded_reason
-        #: extreme eigenvalues of the exact map D far from the origin (set by the constructors
-        #: that have the map; None otherwise): whether the extreme node reaches them
-        self.far_range = None
+        #: extreme eigenvalues ``(min, max)`` of the exact map D far from the origin (given by
+        #: the constructors that have the map; None otherwise): whether the extreme node
+        #: reaches them
+        self.far_range = None if far_range is None else (float(far_range[0]), float(far_range[1]))
         self.d_bounds = self._check_bounds(d_bounds)
         self.kind, self.stderr = kind, stderr
         eig = node_eigenvalues(D)
@@ -219,9 +221,8 @@ class SpikeLaw:
         else:
             g = _nodes_for(curvature, dims, nodes, order, n_mc, rng)
             D = curvature(g.points)
-        lows, highs, n_dirs = probe_far(curvature, dims)
-        unb, reason = classify_far(lows, highs, n_dirs)
-        law = cls(
+        unb, reason, far_range = probe_law(curvature, dims)
+        return cls(
             g.points[:, :K],
             D,
             g.weights,
@@ -231,9 +232,8 @@ class SpikeLaw:
             kind=g.kind,
             stderr=_mc_stderr(g, D),
             unbounded_reason=reason,
+            far_range=far_range,
         )
-        law.far_range = (float(lows.min()), float(highs.max()))
-        return law
 
     @classmethod
     def from_hessian(cls, hessian, theta):
@@ -318,16 +318,14 @@ class SpikeLaw:
         D = preprocess(g.points)
         far_range = None
         if T_bounds is None:
-            lows, highs, n_dirs = probe_far(preprocess, dims)
-            unb, reason = classify_far(lows, highs, n_dirs)
-            far_range = (float(lows.min()), float(highs.max()))
+            unb, reason, far_range = probe_law(preprocess, dims)
             d_bounds = None
         else:
             lo, hi = float(T_bounds[0]), float(T_bounds[1])
             unb = (lo == -np.inf, hi == np.inf)
             reason = f"T_bounds = ({lo}, {hi}) given by the caller"
             d_bounds = (lo, hi)
-        law = cls(
+        return cls(
             g.points[:, :k],
             D,
             g.weights,
@@ -337,9 +335,8 @@ class SpikeLaw:
             kind=g.kind,
             stderr=_mc_stderr(g, D),
             unbounded_reason=reason,
+            far_range=far_range,
         )
-        law.far_range = far_range
-        return law
 
 
 def robust_scale(sizes, weights):

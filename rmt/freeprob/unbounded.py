@@ -97,4 +97,13 @@ def probe_unbounded(func, dims):
     ``D`` is evaluated along fixed rays and at ``SHELL_DIRECTIONS`` seeded directions on the
     spheres of radii ``RADII`` (:func:`probe_far`), then classified by :func:`classify_far`.
     """
-    return classify_far(*probe_far(func, dims))
+    unbounded, reason, _ = probe_law(func, dims)
+    return unbounded, reason
+
+
+def probe_law(func, dims):
+    """``((below, above), reason, far_range)``: :func:`probe_unbounded` and the extreme
+    eigenvalues ``(min, max)`` of ``D`` met far out (``SpikeLaw.far_range``)."""
+    lows, highs, n_directions = probe_far(func, dims)
+    unbounded, reason = classify_far(lows, highs, n_directions)
+    return unbounded, reason, (float(lows.min()), float(highs.max()))
