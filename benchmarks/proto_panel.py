@@ -20,8 +20,9 @@ about 3 MB per 1.5 M FMA lanes, as much as the cache bandwidth gives, and ran at
 DGEMM rate on the Xeon of benchmarks/RESULTS.md.
 
 Here ``P`` rows at a time are first *packed*: copied (widened, for a float32 ``X``) into a
-contiguous float64 panel of ``P x d`` that stays in L2, the one sequential read of those rows
-from memory.  Then, for each block of ``TB`` columns of ``d``:
+float64 panel that stays in L2, each step of ``R`` rows stored column by column (``d x R``) so
+that the ``R`` entries a micro-kernel broadcasts are adjacent.  Then, for each block of ``TB``
+columns of ``d``:
 
 * the dot products of every step of ``R`` rows of the panel with the block ``Vtt[t0:t1]``
   (``TB x C``, in L1) are added to the panel's ``U`` (:func:`dot_rows_acc`, the micro-kernel
@@ -42,6 +43,8 @@ from rmt.kernels.simd import (
     LANES,
     _contract,
     _empty64,
+    _row_scratch,
+    _step,
     _sum_chunks,
     _transposed_block,
     axpy_rows,
@@ -88,6 +91,7 @@ def _panel_product(X, D, Vt, n_chunks, R, W, L, P, TB):
         U1 = _empty64(Cp).reshape((1, Cp))
         R1 = _empty64(Cp).reshape((1, Cp))
         R1[:] = 0.0
+        Xs1 = _row_scratch(X, 1)
         p0 = lo
         while p0 + R <= hi:
             steps = min(S, (hi - p0) // R)
@@ -108,24 +112,10 @@ def _panel_product(X, D, Vt, n_chunks, R, W, L, P, TB):
                     Y = packed[k, t0:t1].T
                     axpy_rows(Y, 0, Rr[k * R : (k + 1) * R], Ab, R, W, L)
             p0 += npr
-        while p0 < hi:  # the last rows of the chunk, one at a time from X
-            U1[:] = 0.0
-            Xr = _widened_row(X, p0)
-            dot_rows_acc(Xr, 0, Vtt, U1, 1, W, L)
-            _contract(U1, D[p0 : p0 + 1], 0, 1, m, C, R1)
-            axpy_rows(Xr, 0, R1, acc, 1, W, L)
+        while p0 < hi:  # the last rows of the chunk: the one-row step of simd._product
+            _step(X, D, p0, 1, Xs1, Vtt, U1, R1, acc, m, C, 1, 1, W, L)
             p0 += 1
     return _sum_chunks(partial, C)
-
-
-@njit(inline="always")
-def _widened_row(X, i):
-    """Row ``i`` of ``X`` as a ``1 x d`` float64 array (a copy)."""
-    d = X.shape[1]
-    row = np.empty((1, d))
-    for t in range(d):
-        row[0, t] = X[i, t]
-    return row
 
 
 _TEMPLATE = """

@@ -562,7 +562,7 @@ def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True,
         xd = [x for x, _ in done]
         ax_value.plot(xd, [h.bottom for _, h in done], "D", ms=4, color="C3", label="DMFT at $t_1$")
         ax_value.plot(xd, [h.edge_lo for _, h in done], ":", lw=1, color="C3", label="DMFT edge")
-        ov = [h.theta_overlap if h.theta_overlap == h.theta_overlap else 0.0 for _, h in done]
+        ov = np.nan_to_num([h.theta_overlap for _, h in done])  # no Theta* outlier: 0
         ax_overlap.plot(xd, ov, "D", ms=4, color="C3", label="DMFT at $t_1$")
     for ax in (ax_value, ax_overlap):
         mark_thresholds(ax, {k: v for k, v in thresholds.items() if k in ("delta_nn",)})
