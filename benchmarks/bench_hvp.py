@@ -308,7 +308,7 @@ def float32_timings(args, rng):
             lambda nm: f"{nm}, {label}")  # fmt: skip
         t64, t32 = t[key("float64")], t[key("float32")]
         b = 0 if label.startswith("one") else int(label.split()[1])
-        kern = hvp_kernel(args.m, b * args.m).__name__ if b else "stream_pass"
+        kern = hvp_kernel(args.m, b * args.m, d=args.d).__name__ if b else "stream_pass"
         rows[label] = {"float64": t64, "float32": t32, "ratio": t32 / t64, "kernel": kern}
         print(f"  {label:14s} {fmt_ms(t64)} {fmt_ms(t32)} {t32 / t64:8.2f} {kern}")
     print(f"single product float32 / float64: {rows['block 1']['ratio']:.2f}  (goal <= 0.6)")
@@ -339,9 +339,13 @@ def path_timings(args, rng):
     for p in paths:  # "before": the dispatch of a CPU without AVX-512 before issue 15
         for b in (1, 2, 8):
             k = kernels[p, b] = (
-                UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p)
+                UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p, d=d)
             )
             funcs[f"{p} b{b}"] = lambda k=k, b=b: k(X, D, Vt[b], nc)
+        streamed = UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, 8 * m, p)
+        if streamed is not kernels[p, 8]:  # a panel kernel: the streaming one beside it
+            kernels[p, "streamed"] = streamed
+            funcs[f"{p} b8 streamed"] = lambda k=streamed: k(X, D, Vt[8], nc)
     compile_s = {}
     for name, f in funcs.items():
         t0 = time.perf_counter()
@@ -370,11 +374,22 @@ def path_timings(args, rng):
                    "block2_over_single": t2 / t1, "block8_dgemm_share": share,
                    "kernels": [kernels[p, b].__name__ for b in (1, 2, 8)],
                    "max_rel_err": max(errs[p, b] for b in (1, 2, 8))}  # fmt: skip
+        if (p, "streamed") in kernels:
+            ts = t[f"{p} b8 streamed"]
+            r = rows[p]
+            r["block8_streamed"] = {"kernel": kernels[p, "streamed"].__name__, "time": ts,
+                                    "dgemm_share": 4 * H.n * d * m * 8 / ts / gemm}  # fmt: skip
         r = rows[p]
         print(f"  {p:9s} {' / '.join(r['kernels'])}: single {fmt_ms(t1)} = "
               f"{r['single_over_pass']:.2f} pass (goal <= 1.3); block 2 {fmt_ms(t2)} = "
               f"{r['block2_over_single']:.2f} single (<= 1.25); block 8 {fmt_ms(t8)} = "
               f"{share:.0%} of DGEMM (>= 85%); max rel err {r['max_rel_err']:.1e}")  # fmt: skip
+        if "block8_streamed" in r:
+            st = r["block8_streamed"]
+            print(
+                f"  {'':9s} block 8 streamed by {st['kernel']}: {fmt_ms(st['time'])} = "
+                f"{st['dgemm_share']:.0%} of DGEMM; panels {st['time'] / t8:.2f}x faster"
+            )
     print("  first calls (compile or cache load, s): "
           + ", ".join(f"{k} {v:.1f}" for k, v in compile_s.items()))  # fmt: skip
     return {"cpu": cpu, "target": SIMD_TARGET, "other_load": meter.other_load, "times": t,

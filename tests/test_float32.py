@@ -1,7 +1,7 @@
 """float32 storage of ``X``, float64 arithmetic (issue 15).
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
-generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``), in ``Hessian``, ``StreamingHessian`` and
+generic ``hvp_fused``, explicit-SIMD ``simd_w1..4`` and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
 ``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
 float64 accuracy, against the numpy reference product and dense ``eigh``; its extreme
 eigenvalues must be within ``1e-6 ||H||`` of the float64 operator on the same draw; the float32
@@ -19,7 +19,7 @@ from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels.hessian import hvp_fused, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
 from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
-from rmt.kernels.simd import WIDE_VECTORS
+from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4
 from rmt.streaming import StreamingHessian, read_rows
 
 from .test_hvp_kernels import assert_close, numpy_product
@@ -30,6 +30,7 @@ PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
 PATHS += [(f"simd_w{w}", SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
 PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (8, 32)]
+PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 
 def _rounded_problem(m, b, rng, n=N_ROWS, d=29):

@@ -4,7 +4,9 @@ Every kernel (``W = 1..4`` lane vectors of 8 columns) for widths ``m`` whose blo
 lane vectors, numbers of rows that leave remainders after the steps of 16, 8 and 6 rows,
 ``d`` below and above one lane vector, strided and Fortran-ordered ``X``; results must not
 depend on the number of threads; and the dispatch sends exactly the blocks of 8, 16, 24 and
-32 columns to these kernels on CPUs with AVX-512 (none elsewhere).
+32 columns to these kernels on CPUs with AVX-512 (none elsewhere).  The panel kernels (blocks
+of 32 columns on rows of ``d`` that overflow L2) with small panel budgets, so that every shape
+has several panels, blocks of ``d`` with a remainder and rows left over after the panels.
 """
 
 import numba
@@ -13,7 +15,17 @@ import pytest
 
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
-from rmt.kernels.simd import KERNELS, KERNELS_AVX2, WIDE_VECTORS, simd_kernel, simd_target
+from rmt.kernels.simd import (
+    KERNELS,
+    KERNELS_AVX2,
+    PANEL_BYTES,
+    WIDE_VECTORS,
+    panel4_c32,
+    panel_w4,
+    panels_pay,
+    simd_kernel,
+    simd_target,
+)
 
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
 
@@ -86,6 +98,83 @@ def test_simd_kernels_do_not_depend_on_thread_count(rng):
     finally:
         numba.set_num_threads(threads)
     np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
+
+
+#: (n, d, panel steps): several panels per chunk, ``d`` below one block of 64 columns, at it and
+#: with a remainder; rows left after the panels and after the steps of 6 and 3 rows
+PANEL_SHAPES = [(109, 29, 2), (109, 150, 3), (203, 64, 5), (37, 301, 1), (5, 3, 4), (0, 11, 2)]
+
+
+PANEL_PATHS = [(panel_w4, 6), (panel4_c32, 3)]
+
+
+def _panel_problem(m, n, d, rows, steps, rng):
+    X, D, Vt = random_problem(m, 32 // m, rng, n=n, d=d)
+    return X, D, Vt, 8 * max(d, 1) * rows * steps
+
+
+@pytest.mark.parametrize("kernel, rows", PANEL_PATHS, ids=["w4", "c32"])
+@pytest.mark.parametrize("n, d, steps", PANEL_SHAPES)
+def test_panel_kernels_match_numpy(kernel, rows, n, d, steps, rng):
+    """1 and 3 chunks, ``m = 4`` and 8."""
+    for m in (4, 8):
+        X, D, Vt, budget = _panel_problem(m, n, d, rows, steps, rng)
+        ref = numpy_product(X, D, Vt)
+        for n_chunks in (1, 3):
+            assert_close(kernel(X, D, Vt, n_chunks, budget), ref)
+
+
+#: each float32 (or Fortran-order) specialisation is a 15-20 s compile on a fresh clone: the
+#: AVX-512 kernel's float32 path in CI, the others with the slow tests
+FLOAT32_PANEL = [
+    pytest.param(panel_w4, 6, id="w4", marks=pytest.mark.ci),
+    pytest.param(panel4_c32, 3, id="c32"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel, rows", FLOAT32_PANEL)
+def test_panel_kernels_widen_float32_rows(kernel, rows, rng):
+    for n, d, steps in PANEL_SHAPES:
+        X, D, Vt, budget = _panel_problem(4, n, d, rows, steps, rng)
+        X32 = X.astype(np.float32)
+        assert_close(kernel(X32, D, Vt, 3, budget), numpy_product(X32.astype(float), D, Vt))
+
+
+def test_panel_kernel_does_not_depend_on_thread_count(rng):
+    X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, 6, 3, rng)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = panel_w4(X, D, Vt, 8, budget)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(panel_w4(X, D, Vt, 8, budget), one)
+
+
+@pytest.mark.slow
+def test_panel_kernel_any_layout_and_default_budget(rng):
+    X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, 6, 3, rng)
+    assert_close(panel_w4(np.asfortranarray(X), D, Vt, 3, budget), numpy_product(X, D, Vt))
+    assert_close(panel_w4(X, D, Vt, 3), numpy_product(X, D, Vt))  # one panel per chunk
+
+
+def test_panels_pay_where_the_streamed_blocks_overflow_the_budget():
+    """The rule: ``16 d C`` bytes of ``Vtt`` and accumulator above the panel budget, and at
+    least two steps of rows in a panel."""
+    budget = 1 << 20
+    assert not panels_pay(2000, 32, 6, budget)  # 1 MB streamed: fits, streaming wins
+    assert panels_pay(4000, 32, 6, budget)  # 2 MB streamed, 5 steps of 6 rows per panel
+    assert not panels_pay(16000, 32, 6, budget)  # a panel would be one step
+    for target, rows in (("avx512", 6), ("avx2", 3)):
+        d_big = next(d for d in range(64, 100000, 64) if panels_pay(d, 32, rows))
+        want = {"avx512": panel_w4, "avx2": panel4_c32}[target]
+        assert hvp_kernel(4, 32, target, d=d_big) is want
+        assert hvp_kernel(4, 32, target, d=64) is not want
+        assert hvp_kernel(4, 32, target) is not want  # no d: the streaming dispatch
+        assert hvp_kernel(4, 8, target, d=d_big) is not want
+    assert hvp_kernel(4, 32, "portable", d=4000) is SMALL[4]
+    assert PANEL_BYTES > 0
 
 
 def test_dispatch_by_block_columns():

@@ -216,7 +216,7 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
-def hvp_kernel(m: int, columns: int | None = None, target: str | None = None):
+def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d: int | None = None):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
     ``target`` is the SIMD path (``avx512``, ``avx2`` or ``portable``; default
@@ -224,13 +224,14 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None):
     features Numba compiles for).  Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD
     kernels of ``simd.py`` (``<8 x double>`` on ``avx512``; on ``avx2`` the ``<4 x double>``
     kernel for 8 columns, the one that measured faster there); the others to the unrolled
-    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.
-    Every kernel has the signature and result of :func:`hvp_fused`.
+    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.  With the
+    row length ``d``, blocks of 32 columns go to the panel kernels of ``simd.py`` where they
+    pay (``simd.panels_pay``).  Every kernel has the signature and result of :func:`hvp_fused`.
     """
     target = SIMD_TARGET if target is None else target
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    simd = simd_kernel(int(m if columns is None else columns), target)
+    simd = simd_kernel(int(m if columns is None else columns), target, d)
     if simd is not None:
         return simd
     return SMALL_M_KERNELS.get(int(m), hvp_fused)
@@ -238,7 +239,7 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None):
 
 def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
     """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
-    return hvp_kernel(D.shape[1], Vt.shape[0])(X, D, Vt, n_chunks)
+    return hvp_kernel(D.shape[1], Vt.shape[0], d=X.shape[1])(X, D, Vt, n_chunks)
 
 
 ROW_CHUNKS = 8

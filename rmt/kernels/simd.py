@@ -30,6 +30,14 @@ and 32 columns in two column groups that read the same staged rows (``G``: still
 ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
 for, so that ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` are honoured).
 
+Blocks of 32 columns on long rows have a second form, :func:`_panel_product` (``panel_w4``,
+``panel4_c32``): streaming whole rows, every step of ``R`` rows reads all of ``Vtt`` and reads
+and writes all of the accumulator (``d x 32`` doubles each, 2 MB at ``d = 4000``: beyond L2),
+so the kernel moves more bytes through the caches than it does FMAs.  The panel kernels take
+``P`` rows at a time (a panel that fits in L2, :data:`PANEL_BYTES`) through ``d`` in blocks of
+``TB`` columns that fit in L1, twice (dots, then updates): ``Vtt`` and the accumulator cross
+the caches once per panel.  :func:`panels_pay` picks them by ``d`` (``hvp_kernel(..., d=)``).
+
 ``X`` may be float32 (float32 storage of ``X``): each step of ``R`` rows is then first widened
 into a float64 scratch of ``R x d`` (one vectorised pass: ``<8 x float>`` loads, ``fpext`` to
 ``<8 x double>``; the scratch stays in L2), which the two micro-kernels read, so every product
@@ -122,8 +130,12 @@ SIMD_TARGET = simd_target()
 WIDE_VECTORS = SIMD_TARGET == "avx512"
 
 
-def simd_kernel(columns: int, target: str | None = None):
+def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
+
+    With ``d`` given, 32 columns go to the panel kernel of :data:`PANEL_KERNELS` where
+    :func:`panels_pay` (``d = 4000`` on a 2 MB L2: about 1.3-1.6x the streaming ``simd_w4``,
+    1.2x the unrolled kernel under AVX2).
 
     ``target`` defaults to :data:`SIMD_TARGET`.  ``avx512``: whole ``<8 x double>`` lane
     vectors, ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a block of 3 or 5
@@ -134,6 +146,9 @@ def simd_kernel(columns: int, target: str | None = None):
     kernels themselves are correct everywhere.
     """
     target = SIMD_TARGET if target is None else target
+    panel = PANEL_KERNELS.get(target, {}).get(columns)
+    if panel is not None and d is not None and panels_pay(d, columns, panel[1]):
+        return panel[0]
     if target == "avx512":
         return KERNELS.get(columns // LANES) if columns % LANES == 0 else None
     if target == "avx2":
@@ -251,8 +266,8 @@ def _prologue(context, builder, signature, args, nr, lanes):
 
 
 def _dot_codegen(nr, nw, nl, accumulate):
-    """Code of ``U[q, :LW] (+)= sum_t X[i+q, t] * Vtt[t, :LW]``: from zero with row prefetches
-    (:func:`dot_rows`), or from the current ``U`` without them (:func:`dot_rows_acc`)."""
+    """Code of ``U[q, :LW] (+)= sum_t X[i+q, t] * Vtt[t, :LW]`` with row prefetches: from zero
+    (:func:`dot_rows`) or from the current ``U`` (:func:`dot_rows_acc`)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
@@ -273,8 +288,7 @@ def _dot_codegen(nr, nw, nl, accumulate):
         for q in range(nr):
             for w in range(nw):
                 accs[q][w].add_incoming(start[q][w], pre)
-        if not accumulate:
-            _row_prefetch(builder, rows[0], xst, t, nr)
+        _row_prefetch(builder, rows[0], xst, t, nr)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
         v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
         toff = builder.mul(t, xst[1])
@@ -313,8 +327,8 @@ def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
 
 @intrinsic
 def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
-    """``U[q, :LW] += sum_t X[i+q, t] * Vtt[t, :LW]`` (as :func:`dot_rows`, started from ``U``
-    and without prefetches: for rows already in cache, such as a packed panel)."""
+    """``U[q, :LW] += sum_t X[i+q, t] * Vtt[t, :LW]`` (as :func:`dot_rows`, started from
+    ``U``): the dots of one block of ``d`` columns in :func:`_panel_product`."""
     typed = _signature(X, i, Vtt, U, R, W, L)
     if typed is None:
         return None
@@ -501,6 +515,101 @@ def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     return _sum_chunks(partial, C)
 
 
+#: bytes of the column block of ``Vtt`` (and of the accumulator) a panel step keeps in L1:
+#: ``TB = PANEL_L1_BYTES / (8 C)`` columns of ``d`` (64 for 32 columns; fits every L1 >= 32 kB)
+PANEL_L1_BYTES = 16384
+#: steps of ``R`` rows a panel holds at most (small ``d``: the scratch ``U`` stays small)
+PANEL_MAX_STEPS = 64
+
+
+def _l2_bytes() -> int:
+    """The L2 cache of one core in bytes (Linux sysfs), else 1 MiB."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            path = os.path.join(base, entry)
+            with open(os.path.join(path, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return 1 << 20
+
+
+#: the bytes of a panel of rows (``P x d`` doubles) that :func:`_panel_product` keeps in L2
+#: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2)
+PANEL_BYTES = int(0.7 * _l2_bytes())
+
+
+@njit(cache=True, inline="always")
+def _panel_product(X, D, Vt, n_chunks, panel_bytes, R, W, L, G):
+    """``sum_i x_i r_i^T`` like :func:`_product`, on panels of ``P`` rows blocked by ``TB``
+    columns of ``d``.
+
+    :func:`_product` streams whole rows: each step of ``R`` rows reads all of ``Vtt`` and reads
+    and writes all of the accumulator (``d x C`` each) from L2 or L3.  Here a panel of
+    ``P = R S`` rows (``P d`` doubles within ``panel_bytes``, so in L2) goes through ``d`` in
+    blocks of ``TB`` columns twice: first the dots of each step with the block of ``Vtt``
+    (``TB x C``, in L1) are added to the panel's ``U`` (:func:`dot_rows_acc`); then, after the
+    contraction with the ``D_i``, the updates of the block of the accumulator (in L1), the rows
+    read again from L2 (:func:`axpy_rows`).  ``Vtt`` and the accumulator cross the cache once per
+    panel instead of once per step.  Chunks and the order of every sum are those of
+    :func:`_product`'s chunks; the last rows of a chunk that do not fill a step go one by one."""
+    n, d = X.shape
+    m = D.shape[1]
+    C = Vt.shape[0]
+    LW = L * W
+    Cp = G * LW
+    TB = max(8, PANEL_L1_BYTES // (8 * Cp))
+    S = max(1, min(PANEL_MAX_STEPS, panel_bytes // (8 * max(d, 1) * R)))
+    P = S * R
+    Vtt = _transposed_block(Vt, d, Cp)
+    partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        acc[:] = 0.0
+        U = _empty64(P * Cp).reshape((P, Cp))
+        Rr = _empty64(P * Cp).reshape((P, Cp))
+        Rr[:] = 0.0
+        Xp = _row_scratch(X, P)
+        Xs1 = _row_scratch(X, 1)
+        p0 = lo
+        while p0 + R <= hi:
+            steps = min(S, (hi - p0) // R)
+            npr = steps * R
+            Y, j = _staged_rows(X, p0, npr, Xp)
+            U[:npr] = 0.0
+            for t0 in range(0, d, TB):
+                t1 = min(d, t0 + TB)
+                Yb = Y[:, t0:t1]
+                Vb = Vtt[t0:t1]
+                for k in range(steps):
+                    for g in range(G):
+                        dot_rows_acc(Yb, j + k * R, Vb[:, g * LW : (g + 1) * LW],
+                                     U[k * R : (k + 1) * R, g * LW : (g + 1) * LW], R, W, L)  # fmt: skip
+            _contract(U, D, p0, npr, m, C, Rr)
+            for t0 in range(0, d, TB):
+                t1 = min(d, t0 + TB)
+                Yb = Y[:, t0:t1]
+                Ab = acc[t0:t1]
+                for k in range(steps):
+                    for g in range(G):
+                        axpy_rows(Yb, j + k * R, Rr[k * R : (k + 1) * R, g * LW : (g + 1) * LW],
+                                  Ab[:, g * LW : (g + 1) * LW], R, W, L)  # fmt: skip
+            p0 += npr
+        while p0 < hi:
+            _step(X, D, p0, 1, Xs1, Vtt, U, Rr, acc, m, C, G, 1, W, L)
+            p0 += 1
+    return _sum_chunks(partial, C)
+
+
 # One compiled kernel per lane-vector count W, with R W <= 24 accumulators (R = 16 rows for
 # W = 1: 16 rows of d = 4000 are 512 kB, which fits in a core's L2 cache); each has the
 # signature ``(X, D, Vt, n_chunks)`` of ``hessian.hvp_fused``.
@@ -557,3 +666,29 @@ KERNELS_AVX2 = {8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
 #: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths");
 #: 32 columns measured 0.7x the unrolled ``hvp_m4``, 16 and 24 are not measured
 AVX2_DISPATCH = (8,)
+
+
+# The panel kernels for 32 columns (:func:`_panel_product`): the one width where the streamed
+# ``Vtt`` and accumulator (``2 x 8 d C`` bytes) overflow L2 at the sizes of the benchmarks and
+# the panels measured faster (benchmarks/RESULTS.md, "HVP: panels"); ``panel_bytes`` defaults
+# to :data:`PANEL_BYTES` (this machine's L2).
+@njit(cache=True, parallel=True)
+def panel_w4(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
+    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 6, 4, 8, 1)
+
+
+@njit(cache=True, parallel=True)
+def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
+    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 3, 4, 4, 2)
+
+
+#: the panel kernels by number of columns: ``(kernel, rows per step)`` per SIMD path
+PANEL_KERNELS = {"avx512": {32: (panel_w4, 6)}, "avx2": {32: (panel4_c32, 3)}}
+
+
+def panels_pay(d: int, columns: int, rows: int, panel_bytes: int = PANEL_BYTES) -> bool:
+    """Whether the panel kernel beats streaming whole rows for ``d`` and a block of
+    ``columns``: the streamed ``Vtt`` and accumulator (``16 d columns`` bytes) overflow the panel
+    budget, and a panel holds at least two steps of ``rows`` rows (else it is one step, the
+    streaming kernel's, measured equal)."""
+    return 16 * d * columns > panel_bytes and panel_bytes // (8 * max(d, 1) * rows) >= 2
