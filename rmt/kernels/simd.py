@@ -484,6 +484,31 @@ def _sum_chunks(partial, C):
 
 
 @njit(cache=True, inline="always")
+def _blocks(Vt, n, d, n_chunks, Cp):
+    """``Vtt`` (:func:`_transposed_block`), the per-chunk accumulators (``n_chunks x d x Cp``)
+    and the rows per chunk: the fixed chunks of ``hvp_fused``."""
+    Vtt = _transposed_block(Vt, d, Cp)
+    partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
+    return Vtt, partial, (n + n_chunks - 1) // n_chunks
+
+
+@njit(cache=True, inline="always")
+def _chunk_scratch(X, partial, ch, chunk, rows, Cp):
+    """``(lo, hi, acc, U, Rr, Xs)`` of chunk ``ch``: its rows, its zeroed accumulator, and the
+    scratch for ``rows`` rows at a time (``U``, ``Rr`` zeroed for the padding columns, and
+    :func:`_row_scratch`)."""
+    n = X.shape[0]
+    lo = ch * chunk
+    hi = min(n, lo + chunk)
+    acc = partial[ch]
+    acc[:] = 0.0
+    U = _empty64(rows * Cp).reshape((rows, Cp))
+    Rr = _empty64(rows * Cp).reshape((rows, Cp))
+    Rr[:] = 0.0
+    return lo, hi, acc, U, Rr, _row_scratch(X, rows)
+
+
+@njit(cache=True, inline="always")
 def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
     like ``hessian.hvp_fused``; ``R`` rows per step, ``G`` column groups of ``W`` vectors of
@@ -493,18 +518,9 @@ def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     m = D.shape[1]
     C = Vt.shape[0]
     Cp = G * L * W
-    Vtt = _transposed_block(Vt, d, Cp)
-    partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
-    chunk = (n + n_chunks - 1) // n_chunks
+    Vtt, partial, chunk = _blocks(Vt, n, d, n_chunks, Cp)
     for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n, lo + chunk)
-        acc = partial[ch]
-        acc[:] = 0.0
-        U = _empty64(R * Cp).reshape((R, Cp))
-        Rr = _empty64(R * Cp).reshape((R, Cp))
-        Rr[:] = 0.0
-        Xs = _row_scratch(X, R)
+        lo, hi, acc, U, Rr, Xs = _chunk_scratch(X, partial, ch, chunk, R, Cp)
         i = lo
         while i + R <= hi:
             _step(X, D, i, R, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L)
@@ -567,19 +583,9 @@ def _panel_product(X, D, Vt, n_chunks, panel_bytes, R, W, L, G):
     TB = max(8, PANEL_L1_BYTES // (8 * Cp))
     S = max(1, min(PANEL_MAX_STEPS, panel_bytes // (8 * max(d, 1) * R)))
     P = S * R
-    Vtt = _transposed_block(Vt, d, Cp)
-    partial = _empty64(n_chunks * d * Cp).reshape((n_chunks, d, Cp))
-    chunk = (n + n_chunks - 1) // n_chunks
+    Vtt, partial, chunk = _blocks(Vt, n, d, n_chunks, Cp)
     for ch in prange(n_chunks):
-        lo = ch * chunk
-        hi = min(n, lo + chunk)
-        acc = partial[ch]
-        acc[:] = 0.0
-        U = _empty64(P * Cp).reshape((P, Cp))
-        Rr = _empty64(P * Cp).reshape((P, Cp))
-        Rr[:] = 0.0
-        Xp = _row_scratch(X, P)
-        Xs1 = _row_scratch(X, 1)
+        lo, hi, acc, U, Rr, Xp = _chunk_scratch(X, partial, ch, chunk, P, Cp)
         p0 = lo
         while p0 + R <= hi:
             steps = min(S, (hi - p0) // R)
@@ -604,8 +610,8 @@ def _panel_product(X, D, Vt, n_chunks, panel_bytes, R, W, L, G):
                         axpy_rows(Yb, j + k * R, Rr[k * R : (k + 1) * R, g * LW : (g + 1) * LW],
                                   Ab[:, g * LW : (g + 1) * LW], R, W, L)  # fmt: skip
             p0 += npr
-        while p0 < hi:
-            _step(X, D, p0, 1, Xs1, Vtt, U, Rr, acc, m, C, G, 1, W, L)
+        while p0 < hi:  # the scratch of the panel serves the one-row steps too
+            _step(X, D, p0, 1, Xp, Vtt, U, Rr, acc, m, C, G, 1, W, L)
             p0 += 1
     return _sum_chunks(partial, C)
 
