@@ -29,7 +29,7 @@ N_ROWS = 109  # remainders after 16, 8, 6 and 4 rows per step
 PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
 PATHS += [(f"simd_w{w}", SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
-PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (8, 32)]
+PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8, 32)]
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 

@@ -15,6 +15,7 @@ import pytest
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
+from rmt.kernels.simd import simd4_c4
 
 # the generators live in tools/ (run as scripts: ``python tools/gen_*.py``)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
@@ -86,7 +87,10 @@ def test_kernels_few_rows(m, rng):
 def test_dispatch_uses_unrolled_kernels_for_small_m():
     for m in (1, 2, 3, 4):
         for target in ("avx512", "avx2", "portable"):
-            assert hvp_kernel(m, target=target) is KERNELS[m]
+            if (m, target) == (4, "avx2"):  # 4 columns: the 4-lane kernel of simd.py
+                assert hvp_kernel(m, target=target) is simd4_c4
+            else:
+                assert hvp_kernel(m, target=target) is KERNELS[m]
     for m in (5, 6, 17):
         assert hvp_kernel(m) is hvp_fused
 

@@ -42,7 +42,19 @@ def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
 
 
 #: the ``<4 x double>`` (AVX2) kernels: every column count, with one or two column groups
-AVX2_CASES = [(1, 8), (4, 2), (2, 8), (4, 4), (3, 8), (4, 6), (8, 4), (4, 8)]
+AVX2_CASES = [
+    (4, 1),
+    (2, 2),
+    (1, 4),
+    (1, 8),
+    (4, 2),
+    (2, 8),
+    (4, 4),
+    (3, 8),
+    (4, 6),
+    (8, 4),
+    (4, 8),
+]
 
 
 @pytest.mark.parametrize("m, b", AVX2_CASES)
@@ -55,7 +67,7 @@ def test_avx2_kernels_match_numpy(m, b, n_chunks, rng):
 
 @pytest.mark.parametrize("n, d", [(1, 3), (5, 1), (40, 7), (33, 64)])
 def test_avx2_kernels_small_shapes_and_float32(n, d, rng):
-    for cols in (8, 32):
+    for cols in (4, 8, 32):
         X, D, Vt = random_problem(4, cols // 4, rng, n=n, d=d)
         assert_close(KERNELS_AVX2[cols](X, D, Vt, 4), numpy_product(X, D, Vt))
         X32 = X.astype(np.float32)
@@ -202,6 +214,9 @@ def test_dispatch_of_every_path(target):
         m = 4 if columns % 4 == 0 else 2
         want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2.get(columns if columns == 8 else 0)}
         assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
+    for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere
+        want = KERNELS_AVX2[4] if target == "avx2" else SMALL[m]
+        assert hvp_kernel(m, 4, target) is want
     assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, None, target) is SMALL[2]
     assert hvp_kernel(8, 40, target) is hvp_fused
     with pytest.raises(ValueError, match="target must be one of"):

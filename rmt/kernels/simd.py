@@ -24,7 +24,7 @@ summed in order), so results do not depend on the number of threads.  Works with
 of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
-``<8 x double>`` for AVX-512's 32 registers; ``KERNELS_AVX2`` (``simd4_c8..c32``) use
+``<8 x double>`` for AVX-512's 32 registers; ``KERNELS_AVX2`` (``simd4_c4..c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 24
 and 32 columns in two column groups that read the same staged rows (``G``: still one pass over
 ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
@@ -647,6 +647,11 @@ KERNELS = {1: simd_w1, 2: simd_w2, 3: simd_w3, 4: simd_w4}
 # that the W lane vectors of ``Vtt`` and a broadcast fit beside them; 24 and 32 columns go in
 # two groups of 12 and 16 over the same staged rows (one pass over ``X``).
 @njit(cache=True, parallel=True)
+def simd4_c4(X, D, Vt, n_chunks):
+    return _product(X, D, Vt, n_chunks, 8, 1, 4, 1)
+
+
+@njit(cache=True, parallel=True)
 def simd4_c8(X, D, Vt, n_chunks):
     return _product(X, D, Vt, n_chunks, 6, 2, 4, 1)
 
@@ -667,11 +672,14 @@ def simd4_c32(X, D, Vt, n_chunks):
 
 
 #: the ``<4 x double>`` kernels (AVX2) by number of columns
-KERNELS_AVX2 = {8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
 #: the column counts :func:`simd_kernel` hands to them on ``avx2``: those measured faster
-#: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths");
-#: 32 columns measured 0.7x the unrolled ``hvp_m4``, 16 and 24 are not measured
-AVX2_DISPATCH = (8,)
+#: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"):
+#: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
+#: accumulators, no spills, 1.05-1.4x the unrolled kernels) and 8; streaming 32 columns
+#: measured 0.7x the unrolled ``hvp_m4`` (the panel kernel takes them where it pays), 16 and
+#: 24 are not measured
+AVX2_DISPATCH = (4, 8)
 
 
 # The panel kernels for 32 columns (:func:`_panel_product`): the one width where the streamed
