@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 CACHE_DIR = "/tmp/numba_avx2"
 
@@ -65,8 +66,10 @@ def main(argv=None):
         return
     env = avx2_environment()
     if argv[:1] == ["--check"]:
-        env["NUMBA_CACHE_DIR"] = CACHE_DIR + "_check"  # inspect_asm needs a fresh compile
-        subprocess.run([sys.executable, "-c", CHECK], env=env, check=True)
+        # inspect_asm needs a fresh compile: Numba keeps no asm of code loaded from a cache
+        with tempfile.TemporaryDirectory(prefix="numba_avx2_check") as fresh:
+            check_env = dict(env, NUMBA_CACHE_DIR=fresh)
+            subprocess.run([sys.executable, "-c", CHECK], env=check_env, check=True)
         argv = argv[1:]
     if argv[:1] == ["--"]:
         argv = argv[1:]

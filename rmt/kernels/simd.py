@@ -557,7 +557,8 @@ def _l2_bytes() -> int:
 
 
 #: the bytes of a panel of rows (``P x d`` doubles) that :func:`_panel_product` keeps in L2
-#: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2)
+#: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2),
+#: per thread (two SMT threads of one core would share the L2: not measured)
 PANEL_BYTES = int(0.7 * _l2_bytes())
 
 
