@@ -48,6 +48,7 @@ FMA.)
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -202,11 +203,12 @@ def _row_pointers(builder, data, stride, first, count):
     ]
 
 
-def _signature(X, i, A, B, R, W, L):
-    """Typing shared by the two intrinsics ``f(X, i, A, B, R, W, L)``: ``(sig, R, W, L)``, or
-    ``None`` (a typing error) unless ``X`` is a 2-D float64 array, ``A`` and ``B`` 2-D float64
-    arrays with contiguous rows (C order, or a column slice of one: the kernels step rows by
-    their strides), ``R``, ``W`` literal integers >= 1 and ``L`` (lanes) a literal 4 or 8."""
+def _typed(X, i, A, B, R, W, L, codegen_for):
+    """Typing shared by the intrinsics ``f(X, i, A, B, R, W, L)``: ``(sig, codegen_for(R, W,
+    L))`` with the literal values, or ``None`` (a typing error) unless ``X`` is a 2-D float64
+    array, ``A`` and ``B`` 2-D float64 arrays with contiguous rows (C order, or a column slice
+    of one: the kernels step rows by their strides), ``R``, ``W`` literal integers >= 1 and
+    ``L`` (lanes) a literal 4 or 8."""
     arrays = (X, A, B)
     if not all(
         isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays
@@ -218,7 +220,8 @@ def _signature(X, i, A, B, R, W, L):
         return None
     if L.literal_value not in (4, 8):
         return None
-    return types.void(X, i, A, B, R, W, L), R.literal_value, W.literal_value, L.literal_value
+    sig = types.void(X, i, A, B, R, W, L)
+    return sig, codegen_for(R.literal_value, W.literal_value, L.literal_value)
 
 
 def _loop(builder, d, name):
@@ -318,32 +321,18 @@ def _dot_codegen(nr, nw, nl, accumulate):
 def dot_rows(typingctx, X, i, Vtt, U, R, W, L):
     """``U[q, :LW] = sum_t X[i+q, t] * Vtt[t, :LW]`` for ``q < R`` (literal ``R``, ``W`` and
     lanes ``L``); prefetches its rows ahead of the reads (:func:`_row_prefetch`)."""
-    typed = _signature(X, i, Vtt, U, R, W, L)
-    if typed is None:
-        return None
-    sig, nr, nw, nl = typed
-    return sig, _dot_codegen(nr, nw, nl, accumulate=False)
+    return _typed(X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=False))
 
 
 @intrinsic
 def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
     """``U[q, :LW] += sum_t X[i+q, t] * Vtt[t, :LW]`` (as :func:`dot_rows`, started from
     ``U``): the dots of one block of ``d`` columns in :func:`_panel_product`."""
-    typed = _signature(X, i, Vtt, U, R, W, L)
-    if typed is None:
-        return None
-    sig, nr, nw, nl = typed
-    return sig, _dot_codegen(nr, nw, nl, accumulate=True)
+    return _typed(X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=True))
 
 
-@intrinsic
-def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
-    """``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` for ``q < R``, the rows read from cache
-    (``dot_rows`` just streamed them)."""
-    typed = _signature(X, i, Rr, acc, R, W, L)
-    if typed is None:
-        return None
-    sig, nr, nw, nl = typed
+def _axpy_codegen(nr, nw, nl):
+    """Code of ``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` (:func:`axpy_rows`)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
@@ -376,7 +365,14 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
+    """``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` for ``q < R``, the rows read from cache
+    (``dot_rows`` just streamed them)."""
+    return _typed(X, i, Rr, acc, R, W, L, _axpy_codegen)
 
 
 #: rows of ``d`` per task when the block is transposed in and the chunks are summed out
