@@ -9,11 +9,15 @@ delta_alg.  The machine is shared: the load average is printed next to the timin
 
 The goals of issue 15 get one line each (``GOAL`` lines), on the laws a sweep point really uses
 (``SpikeLaw.from_network`` with ``nodes="auto"`` at the ``rmt sweep`` defaults: softplus, Huber
-threshold 1: nested laws for m = 1, 2, Monte-Carlo laws of 200k nodes for m = 3, 4), the law
-construction counted:
+threshold 1: a nested law for m = 1, randomised QMC laws of 32k nodes for m = 2, 3, 4 (for
+m = 2 the nested law is built too and rejected by the QMC check), the law construction counted:
   - theory (law + bulk_edges + outliers) against the dense simulation at d = 1000, m <= 4;
-  - bulk_density on 201 points, nested law (m = 2) and m = 3 Monte-Carlo law, in seconds;
-  - outliers, m = 3 Monte-Carlo law, per side, in seconds.
+  - bulk_density on 201 points, m = 2 and m = 3 laws, in seconds;
+  - outliers, m = 3 law, per side, in seconds.
+
+``--nodes-before`` times the sweep theory of m = 2, 3, 4 with the laws of the previous default
+(200k i.i.d. Monte Carlo draws; for m = 2 the nested law it kept) against now, in turn, with
+the edges and outlier both give.
 
 The sweep rows also time ``--sweep-points`` points of one configuration with the law built once
 (``rmt sweep`` keeps the law of a data-independent point across deltas and seeds): the amortised
@@ -76,7 +80,8 @@ GOAL_RATIO, GOAL_DENSITY_NESTED, GOAL_DENSITY_MC, GOAL_OUTLIERS = 100.0, 2.0, 10
 def sweep_configs():
     """(name, net, Q, delta): the ``rmt sweep`` defaults (softplus, Huber threshold 1) at
     ``W`` orthogonal to ``Theta*``; ``nodes="auto"`` gives nested laws for m <= 2 (K <= 3) and
-    Monte-Carlo laws of 200k nodes for m = 3, 4."""
+    randomised QMC laws of 32k nodes for m = 3, 4 (and m = 2, whose nested law the check
+    rejects)."""
     rng = np.random.default_rng(0)
     out = []
     for m in (1, 2, 3, 4):
@@ -221,7 +226,7 @@ def theory_breakdown(net, Q, delta, repeat):
 
 
 def density_goals(repeat):
-    """``bulk_density`` on 201 points for the nested m = 2 and the Monte-Carlo m = 3 laws."""
+    """``bulk_density`` on 201 points for the m = 2 and m = 3 sweep laws."""
     rows = []
     for name, net, Q, delta in sweep_configs()[1:3]:
         law = sweep_law(net, Q)
@@ -250,7 +255,7 @@ def density_goals(repeat):
 
 
 def outlier_goals(repeat):
-    """``outliers`` of the m = 3 Monte-Carlo law (200k nodes), each side, edges given."""
+    """``outliers`` of the m = 3 sweep law, each side, edges given."""
     name, net, Q, delta = sweep_configs()[2]
     law = sweep_law(net, Q)
     edges = rmt.bulk_edges(law, delta)
@@ -314,6 +319,37 @@ def law_before_and_now(repeat):
         )
 
 
+def nodes_before_and_now(repeat):
+    """The sweep theory (law + edges + left outliers) of m = 2, 3, 4 with the previous default
+    nodes against now, in turn: 200k i.i.d. draws (m = 3, 4) or the nested law (m = 2) before,
+    randomised QMC (32k) now."""
+    for name, net, Q, delta in sweep_configs()[1:]:
+        before_nodes = "nested" if net.width == 2 else "monte_carlo"
+
+        def theory(nodes):
+            law = rmt.SpikeLaw.from_network(PHASE, net, Q, nodes=nodes)
+            edges = rmt.bulk_edges(law, delta)
+            return law, edges, rmt.outliers(law, delta, side="left", edges=edges)
+
+        funcs = {"before": partial(theory, before_nodes), "now": partial(theory, "auto")}
+        values = {k: f() for k, f in funcs.items()}  # compile, and the numbers to print
+        with LoadMeter() as meter:
+            timing = time_round_robin(funcs, repeat)
+        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        desc = []
+        for k, (law, edges, out) in values.items():
+            o = out[0] if len(out) else None
+            desc.append(
+                f"{k} {law.kind} {law.N} nodes: edges [{edges.lo:.6f}, {edges.hi:.6f}], "
+                f"outlier {o.value if o else float('nan'):.6f}, "
+                f"overlap {o.overlap_theta if o else float('nan'):.4f}"
+            )
+        print(
+            f"nodes {name}: before {t0 * 1e3:.0f} ms, now {t1 * 1e3:.0f} ms, {t0 / t1:.1f}x; "
+            f"other processes {meter.other_load:.2f} cores\n    " + "\n    ".join(desc)
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=1000)
@@ -331,6 +367,11 @@ def main():
     parser.add_argument(
         "--law-before", action="store_true", help="only the law construction, before and now"
     )
+    parser.add_argument(
+        "--nodes-before",
+        action="store_true",
+        help="only the sweep theory with the previous default nodes (200k i.i.d.) and now",
+    )
     args = parser.parse_args()
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
@@ -343,6 +384,9 @@ def main():
     )
     if args.law_before:
         law_before_and_now(args.repeat)
+        return
+    if args.nodes_before:
+        nodes_before_and_now(args.repeat)
         return
     rows = []
     if not args.skip_simulation:

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ..quadrature import GaussianNodes, gauss_hermite, monte_carlo
+from ..quadrature import QMC_NODES, GaussianNodes, gauss_hermite, monte_carlo, sobol
 
 DEFAULT_ORDER = {1: 120, 2: 48, 3: 20}
 MAX_QUADRATURE_DIMS = 3
@@ -284,22 +284,29 @@ def adaptive_2d(func, tol=1e-10):
 DEFAULT_MC_SEED = 20240607
 
 
-def gaussian_nodes(dims, nodes="auto", order=None, n_mc=200_000, rng=None) -> GaussianNodes:
-    """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), Monte Carlo above.
+def gaussian_nodes(
+    dims, nodes="auto", order=None, n_mc=200_000, rng=None, n_qmc=QMC_NODES
+) -> GaussianNodes:
+    """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), randomised QMC above.
 
-    Monte Carlo nodes are drawn from ``numpy.random.default_rng(rng)``; ``rng=None`` means the
-    fixed seed ``DEFAULT_MC_SEED``, so that laws (and their edges) are reproducible by default.
-    Pass a seed or a ``Generator`` for independent draws."""
-    if nodes not in ("auto", "quadrature", "monte_carlo"):
-        raise ValueError(f"nodes must be 'auto', 'quadrature' or 'monte_carlo'; got {nodes!r}")
+    ``"qmc"``: ``n_qmc`` scrambled Sobol nodes in independent replicates (``rmt.quadrature.sobol``);
+    ``"monte_carlo"``: ``n_mc`` i.i.d. draws.  Both come from ``numpy.random.default_rng(rng)``;
+    ``rng=None`` means the fixed seed ``DEFAULT_MC_SEED``, so that laws (and their edges) are
+    reproducible by default.  Pass a seed or a ``Generator`` for independent draws."""
+    if nodes not in ("auto", "quadrature", "monte_carlo", "qmc"):
+        raise ValueError(
+            f"nodes must be 'auto', 'quadrature', 'monte_carlo' or 'qmc'; got {nodes!r}"
+        )
     if nodes == "auto":
-        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "monte_carlo"
+        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "qmc"
     if nodes == "monte_carlo":
         return monte_carlo(dims, n_mc, DEFAULT_MC_SEED if rng is None else rng)
+    if nodes == "qmc":
+        return sobol(dims, n_qmc, DEFAULT_MC_SEED if rng is None else rng)
     order = DEFAULT_ORDER.get(dims, 12) if order is None else order
     if order**dims > 2_000_000:
         raise ValueError(
             f"tensor Gauss-Hermite with order {order} in {dims} dimensions has {order**dims} "
-            "nodes (limit 2e6); lower the order or use nodes='monte_carlo'"
+            "nodes (limit 2e6); lower the order or use nodes='qmc'"
         )
     return gauss_hermite(dims, order)
