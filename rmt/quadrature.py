@@ -62,10 +62,10 @@ def monte_carlo(K: int, n: int, rng=None) -> GaussianNodes:
 
 
 #: randomised QMC: total nodes and independently scrambled replicates (``sobol``).  Measured on
-#: the sweep laws of benchmarks/bench_freeprob.py (m = 3, 4, 6 draws each): 8 x 4096 scrambled
-#: Sobol nodes put the bulk edges, the outlier and its overlap 2-24x closer to their mean than
-#: 200k i.i.d. draws, and E[D] of phase retrieval 2-17x closer to its closed form
-#: (docs/theory.md section 3.9)
+#: the sweep laws of benchmarks/bench_freeprob.py (m = 2, 3, 4, 6 draws each): 8 x 4096
+#: scrambled Sobol nodes put the bulk edges, the outlier and its overlap 2-65x closer to their
+#: mean than 200k i.i.d. draws; 16k Sobol points put E[D] of the m = 1 phase-retrieval law
+#: 1.6-6x closer to its closed form (docs/theory.md section 3.9)
 QMC_NODES, QMC_REPLICATES = 32_768, 8
 
 # scipy renamed Sobol's ``seed`` to ``rng`` (1.15); pass the generator under the name it takes

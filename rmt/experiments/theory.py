@@ -9,7 +9,7 @@ import numpy as np
 #: laws of data-independent points, by configuration and ``(Q, M)``: the law does not depend on
 #: ``delta`` or on the seed, and a sweep evaluates it at every one of them
 _LAWS: OrderedDict = OrderedDict()
-#: laws kept (a few configurations; a Monte-Carlo law of 200k nodes and m = 4 is about 40 MB)
+#: laws kept (a few configurations; a nested law of 230k nodes and m = 2 is about 20 MB)
 LAW_CACHE_SIZE = 4
 
 

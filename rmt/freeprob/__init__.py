@@ -31,8 +31,8 @@ Known limitations: a non-smooth network (Huber loss, ReLU) with one coordinate b
 ``Theta*`` is integrated by Gauss-Hermite in that coordinate, where the inner integrals have
 square-root singularities: ``E[D]`` within 6e-3 (softplus), 2e-5 (tanh), 1.2e-2 (ReLU), measured
 (docs/theory.md section 3.9); ``nodes="adaptive"`` is exact there, at tens of seconds.  With
-two such coordinates the nested law is kept only where a Monte Carlo law agrees with it; noisy
-or ``k >= 2`` targets get Monte Carlo nodes with their ``stderr``.
+two such coordinates the nested law is kept only where a randomised QMC law agrees with it;
+noisy or ``k >= 2`` targets get randomised QMC nodes (scrambled Sobol) with their ``stderr``.
 """
 
 from . import closed_forms  # noqa: F401

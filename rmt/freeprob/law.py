@@ -185,7 +185,7 @@ class SpikeLaw:
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
         - ``"qmc"`` otherwise: ``n_qmc`` randomised quasi-Monte Carlo nodes (8 independently
           scrambled Sobol sets, ``rmt.quadrature.sobol``), ``stderr`` from the spread of the
-          sets.  On the sweep laws they are 2-24x more accurate than the 200k i.i.d. draws
+          sets.  On the sweep laws they are 2-65x more accurate than the 200k i.i.d. draws
           that preceded them, at a sixth of the nodes (docs/theory.md section 3.9);
         - ``"monte_carlo"`` (explicit): ``n_mc`` i.i.d. draws, ``stderr`` set.
         The ``"qmc"`` and ``"monte_carlo"`` draws come from ``rng``; ``rng=None`` is the fixed
