@@ -298,6 +298,55 @@ def test_dmft_law_at_the_start_is_the_population_law():
     assert np.all(np.abs(got.mean(axis=0) - want) <= 4 * se + 5e-3 * np.abs(want))
 
 
+@pytest.mark.slow
+def test_dmft_hessian_tends_to_the_population_point_as_delta_grows():
+    """docs/dmft.md 8.7: as ``delta -> inf`` the plateau ``W1`` tends to a ``u = 0`` point
+    (``Q(t1)`` falls like ``1/delta``: 0.21, 0.040, 0.0094, 0.0023 at ``delta`` = 16..1024) and
+    the DMFT Hessian tends to that of the population point (``rmt.population_point``, also a
+    ``u = 0`` point, with its own quadrature nodes).
+
+    At ``delta = 1024``: the edges, the lowest ``Theta*`` outlier and the second one (along
+    ``a = (1, 1)``) of three DMFT seeds (1500 draws, 200 steps) agree with the population
+    point's within 4 standard errors plus 5e-4 (the gap between two ``u = 0`` points,
+    ``Q = 0.0084`` and ``Q(t1)``, measured 3e-4).  At ``delta = 4`` the lowest outlier is 0.055
+    away from it, about 7 times that tolerance: the sample-dependent ``W1`` (the test has
+    power).  The ``1500`` draws carry the error: one seed's outlier is -0.0871 at every
+    ``delta`` from 64 to 4096 (the same draws), against -0.0895 at the population point.
+    """
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    pop = rmt.population_point(model, net)
+    law = rmt.SpikeLaw.from_network(model, net, pop.Q, pop.M)
+
+    def numbers(edges, values):
+        values = list(values) + [np.nan] * 2  # the second outlier appears at larger delta
+        return [edges[0], edges[1], values[0], values[1]]
+
+    def population(delta):
+        e = rmt.bulk_edges(law, delta)
+        out = rmt.outliers(law, delta, "left", edges=e)
+        theta = sorted(o.value for o in out if o.overlap_theta >= rmt.dmft.THETA_OVERLAP_MIN)
+        return numbers((e.lo, e.hi), theta)
+
+    def dmft(delta, seed):
+        h = rmt.dmft_hessian(model, net, delta, steps=200, n_samples=1500, rng=seed)
+        assert h.converged, h.message
+        theta = sorted(
+            o for o, ov in zip(h.outliers, h.overlaps_theta) if ov >= rmt.dmft.THETA_OVERLAP_MIN
+        )
+        assert theta[0] == h.theta_outlier
+        return numbers((h.edge_lo, h.edge_hi), theta)
+
+    want = np.array(population(1024.0))
+    got = np.array([dmft(1024.0, seed) for seed in range(3)])
+    se = got.std(axis=0, ddof=1) / np.sqrt(len(got))
+    tol = 4 * se + 5e-4
+    gap = np.abs(got.mean(axis=0) - want)
+    assert np.all(gap <= tol), (gap, tol)
+    finite = abs(dmft(4.0, 0)[2] - population(4.0)[2])
+    assert finite > 3 * tol[2], (finite, tol[2])
+
+
 def test_dmft_hessian_without_a_plateau_is_reported_failed():
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
