@@ -74,3 +74,19 @@ def test_sobol_nodes_are_reproducible_and_seeded():
 def test_sobol_rejects_bad_sizes(kwargs, message):
     with pytest.raises(ValueError, match=message):
         sobol(2, **kwargs)
+
+
+def test_an_explicit_number_of_draws_asks_for_iid_nodes():
+    """``n_mc`` with ``nodes="auto"`` keeps its meaning from before the QMC default: that many
+    i.i.d. draws; without it, the randomised QMC nodes (same seed: reproducible)."""
+    import rmt
+
+    net = rmt.TwoLayerNet(2, "tanh", "logistic")
+    model, Q = rmt.MultiIndexModel("sign_z1z2"), np.diag([0.5, 0.3])
+    iid = rmt.SpikeLaw.from_network(model, net, Q, n_mc=20_000)
+    default = rmt.SpikeLaw.from_network(model, net, Q)
+    assert (iid.kind, iid.N) == ("monte_carlo", 20_000)
+    assert (default.kind, default.N) == ("qmc", QMC_NODES)
+    # both estimate the same E[D]: within 4 of the i.i.d. standard errors
+    gap = np.abs(iid.expect(iid.D) - default.expect(default.D))
+    assert np.all(gap < 4.0 * iid.stderr + 4.0 * default.stderr)

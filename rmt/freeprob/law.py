@@ -157,7 +157,7 @@ class SpikeLaw:
         M=None,
         nodes="auto",
         order=None,
-        n_mc=200_000,
+        n_mc=None,
         rng=None,
         weight_decay=0.0,
         n_qmc=QMC_NODES,
@@ -187,7 +187,8 @@ class SpikeLaw:
           scrambled Sobol sets, ``rmt.quadrature.sobol``), ``stderr`` from the spread of the
           sets.  On the sweep laws they are 2-65x more accurate than the 200k i.i.d. draws
           that preceded them, at a sixth of the nodes (docs/theory.md section 3.9);
-        - ``"monte_carlo"`` (explicit): ``n_mc`` i.i.d. draws, ``stderr`` set.
+        - ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default 200k), ``stderr`` set.  An ``n_mc``
+          given with ``nodes="auto"`` asks for these in place of ``"qmc"`` (as before QMC).
         The ``"qmc"`` and ``"monte_carlo"`` draws come from ``rng``; ``rng=None`` is the fixed
         seed ``rmt.freeprob.nodes.DEFAULT_MC_SEED``, so the law and its edges are the same on
         every call.
@@ -221,10 +222,12 @@ class SpikeLaw:
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
         nodes = _network_nodes(nodes, model, net, dims)
+        if nodes == "qmc" and n_mc is not None:
+            nodes = "monte_carlo"  # "auto" with an explicit number of i.i.d. draws
         if nodes == "nested" and order is None and dims == 2:
             order = _nested_order(C)
         if nodes == "nested_or_mc":
-            g, D = _nested_checked(curvature, dims, n_qmc, rng)
+            g, D = _nested_checked(curvature, dims, n_mc, n_qmc, rng)
         else:
             g = _nodes_for(curvature, dims, nodes, order, n_mc, rng, n_qmc)
             D = curvature(g.points)
@@ -303,7 +306,7 @@ class SpikeLaw:
         T,
         nodes="auto",
         order=None,
-        n_mc=200_000,
+        n_mc=None,
         rng=None,
         T_bounds=None,
         n_qmc=QMC_NODES,
@@ -450,14 +453,16 @@ def _network_nodes(nodes, model, net, dims):
 NESTED_CHECK_SIGMAS = 3.0
 
 
-def _nested_checked(curvature, dims, n_qmc, rng):
+def _nested_checked(curvature, dims, n_mc, n_qmc, rng):
     """Nested nodes (outer order 16) when they agree with QMC nodes, else the latter.
 
     Compared: every entry of ``E[D]`` and of ``E[z^2 D]`` (``z`` along ``Theta*``), within
     ``NESTED_CHECK_SIGMAS`` standard errors of the QMC estimate (from the spread of its
     scrambled replicates; plus 1e-12 of their size).  An error the check cannot see is within
-    the QMC law's own error."""
-    qm = gaussian_nodes(dims, "qmc", None, rng=rng, n_qmc=n_qmc)
+    the QMC law's own error.  With ``n_mc`` given, ``n_mc`` i.i.d. draws take the place of the
+    QMC nodes (reference and fallback)."""
+    kind = "qmc" if n_mc is None else "monte_carlo"
+    qm = gaussian_nodes(dims, kind, None, n_mc, rng, n_qmc)
     D_q = curvature(qm.points)
     nested = nested_nodes(curvature, dims - 1, NESTED_OUTER_ORDER[dims - 1])
     D_n = curvature(nested.points)
@@ -468,7 +473,10 @@ def _nested_checked(curvature, dims, n_qmc, rng):
 
     feats_q = features(qm.points, D_q)
     mean_q = qm.expect(feats_q)
-    se = _replicate_stderr(qm, feats_q)
+    if qm.kind == "qmc":
+        se = _replicate_stderr(qm, feats_q)
+    else:
+        se = feats_q.std(axis=0) / np.sqrt(feats_q.shape[0])
     gap = np.abs(nested.weights @ features(nested.points, D_n) - mean_q)
     if np.all(gap <= NESTED_CHECK_SIGMAS * se + 1e-12 * np.abs(mean_q).max()):
         return nested, D_n

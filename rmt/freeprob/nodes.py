@@ -284,13 +284,20 @@ def adaptive_2d(func, tol=1e-10):
 DEFAULT_MC_SEED = 20240607
 
 
+#: i.i.d. draws of ``nodes="monte_carlo"`` when ``n_mc`` is not given
+DEFAULT_MC_NODES = 200_000
+
+
 def gaussian_nodes(
-    dims, nodes="auto", order=None, n_mc=200_000, rng=None, n_qmc=QMC_NODES
+    dims, nodes="auto", order=None, n_mc=None, rng=None, n_qmc=QMC_NODES
 ) -> GaussianNodes:
     """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), randomised QMC above.
 
     ``"qmc"``: ``n_qmc`` scrambled Sobol nodes in independent replicates (``rmt.quadrature.sobol``);
-    ``"monte_carlo"``: ``n_mc`` i.i.d. draws.  Both come from ``numpy.random.default_rng(rng)``;
+    ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default ``DEFAULT_MC_NODES``).  An ``n_mc`` given
+    with ``nodes="auto"`` asks for those i.i.d. draws above three dimensions, in place of the
+    QMC nodes (what ``"auto"`` gave before them).  Both come from
+    ``numpy.random.default_rng(rng)``;
     ``rng=None`` means the fixed seed ``DEFAULT_MC_SEED``, so that laws (and their edges) are
     reproducible by default.  Pass a seed or a ``Generator`` for independent draws."""
     if nodes not in ("auto", "quadrature", "monte_carlo", "qmc"):
@@ -298,8 +305,10 @@ def gaussian_nodes(
             f"nodes must be 'auto', 'quadrature', 'monte_carlo' or 'qmc'; got {nodes!r}"
         )
     if nodes == "auto":
-        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else "qmc"
+        random = "qmc" if n_mc is None else "monte_carlo"
+        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else random
     if nodes == "monte_carlo":
+        n_mc = DEFAULT_MC_NODES if n_mc is None else n_mc
         return monte_carlo(dims, n_mc, DEFAULT_MC_SEED if rng is None else rng)
     if nodes == "qmc":
         return sobol(dims, n_qmc, DEFAULT_MC_SEED if rng is None else rng)
