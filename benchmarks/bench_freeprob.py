@@ -93,12 +93,12 @@ def sweep_configs():
     return out
 
 
-def sweep_law(net, Q):
-    return rmt.SpikeLaw.from_network(PHASE, net, Q)
+def sweep_law(net, Q, nodes="auto"):
+    return rmt.SpikeLaw.from_network(PHASE, net, Q, nodes=nodes)
 
 
-def run_sweep_theory(net, Q, delta):
-    law = sweep_law(net, Q)
+def run_sweep_theory(net, Q, delta, nodes="auto"):
+    law = sweep_law(net, Q, nodes)
     edges = rmt.bulk_edges(law, delta)
     out = rmt.outliers(law, delta, side="left", edges=edges)
     return law, edges, out
@@ -325,13 +325,10 @@ def nodes_before_and_now(repeat):
     randomised QMC (32k) now."""
     for name, net, Q, delta in sweep_configs()[1:]:
         before_nodes = "nested" if net.width == 2 else "monte_carlo"
-
-        def theory(nodes):
-            law = rmt.SpikeLaw.from_network(PHASE, net, Q, nodes=nodes)
-            edges = rmt.bulk_edges(law, delta)
-            return law, edges, rmt.outliers(law, delta, side="left", edges=edges)
-
-        funcs = {"before": partial(theory, before_nodes), "now": partial(theory, "auto")}
+        funcs = {
+            "before": partial(run_sweep_theory, net, Q, delta, before_nodes),
+            "now": partial(run_sweep_theory, net, Q, delta),
+        }
         values = {k: f() for k, f in funcs.items()}  # compile, and the numbers to print
         with LoadMeter() as meter:
             timing = time_round_robin(funcs, repeat)

@@ -19,7 +19,7 @@ class GaussianNodes:
 
     ``kind`` is ``"quadrature"``, ``"monte_carlo"`` or ``"qmc"``.  The weights sum to one.
     ``replicates``: for ``"qmc"``, the number of independently scrambled blocks, stored one after
-    the other (equal sizes); their spread is the error estimate (``block_means``).
+    the other (equal sizes); their spread is the error estimate (``standard_error``).
     """
 
     points: np.ndarray
@@ -33,6 +33,18 @@ class GaussianNodes:
         v = np.asarray(values).reshape(R, values.shape[0] // R, -1)
         w = self.weights.reshape(R, -1)
         return np.einsum("rn,rnj->rj", w, v) / w.sum(axis=1)[:, None]
+
+    def standard_error(self, values: np.ndarray) -> np.ndarray | None:
+        """Standard error of each column of ``expect(values)`` (``values``: nodes first, any
+        trailing shape flattened): from the spread of the replicate means for ``"qmc"`` (the
+        scrambles are independent, so the means are i.i.d. and unbiased), ``std / sqrt(n)``
+        for ``"monte_carlo"``; ``None`` for deterministic nodes."""
+        flat = np.asarray(values).reshape(values.shape[0], -1)
+        if self.kind == "qmc":
+            return self.block_means(flat).std(axis=0, ddof=1) / np.sqrt(self.replicates)
+        if self.kind == "monte_carlo":
+            return flat.std(axis=0) / np.sqrt(flat.shape[0])
+        return None
 
     def expect(self, values: np.ndarray) -> np.ndarray:
         """Weighted mean over the first axis of ``values``."""
@@ -77,7 +89,7 @@ def sobol(K: int, n: int = QMC_NODES, rng=None, replicates: int = QMC_REPLICATES
     (Owen-) scrambled Sobol point sets of ``n / replicates`` points each (a power of two), mapped
     through the Gaussian quantile; equal weights.  Unbiased like Monte Carlo, with an error
     that falls faster than ``n^{-1/2}`` on integrands of bounded variation; the spread of the
-    replicate means estimates it (``GaussianNodes.block_means``)."""
+    replicate means estimates it (``GaussianNodes.standard_error``)."""
     K = check_positive_int(K, "K")
     n = check_positive_int(n, "n")
     replicates = check_positive_int(replicates, "replicates")

@@ -10,11 +10,6 @@ import pytest
 from rmt.quadrature import QMC_NODES, QMC_REPLICATES, monte_carlo, sobol
 
 
-def _replicate_stderr(nodes, values):
-    means = nodes.block_means(values)
-    return means.std(axis=0, ddof=1) / np.sqrt(nodes.replicates)
-
-
 def test_sobol_nodes_integrate_gaussian_closed_forms_within_their_error():
     """``E[cos(a . g)] = exp(-|a|^2 / 2)`` and ``E[g g^T] = I`` in five dimensions: within 4
     replicate standard errors, which are 10x below the i.i.d. error at the same ``n`` (34x
@@ -26,7 +21,7 @@ def test_sobol_nodes_integrate_gaussian_closed_forms_within_their_error():
     assert nodes.kind == "qmc" and np.isclose(nodes.weights.sum(), 1.0)
     assert np.all(np.isfinite(nodes.points))
     f = np.cos(nodes.points @ a)
-    se = _replicate_stderr(nodes, f)[0]
+    se = nodes.standard_error(f)[0]
     exact = np.exp(-0.5 * a @ a)
     assert abs(nodes.expect(f) - exact) < 4.0 * se
     iid = monte_carlo(K, QMC_NODES, rng=3)
@@ -35,7 +30,7 @@ def test_sobol_nodes_integrate_gaussian_closed_forms_within_their_error():
 
     outer = nodes.points[:, :, None] * nodes.points[:, None, :]
     second = nodes.expect(outer)
-    se2 = _replicate_stderr(nodes, outer.reshape(QMC_NODES, -1)).reshape(K, K)
+    se2 = nodes.standard_error(outer).reshape(K, K)
     assert np.all(np.abs(second - np.eye(K)) < 4.0 * se2 + 1e-12)
 
 
@@ -50,7 +45,7 @@ def test_replicate_error_matches_the_spread_over_scrambles():
         nodes = sobol(K, n=8192, rng=seed, replicates=8)
         v = (nodes.points @ b > 0).astype(float)
         means.append(nodes.expect(v))
-        errs.append(_replicate_stderr(nodes, v)[0])
+        errs.append(nodes.standard_error(v)[0])
     spread = np.std(means, ddof=1)
     assert 0.4 < np.median(errs) / spread < 2.5, (np.median(errs), spread)
     assert abs(np.mean(means) - exact) < 4.0 * spread / np.sqrt(12)

@@ -17,6 +17,7 @@ from .nodes import (
     adaptive_gauss_1d,
     gaussian_nodes,
     nested_nodes,
+    random_kind,
 )
 from .unbounded import probe_law
 
@@ -221,12 +222,10 @@ class SpikeLaw:
             y = y + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
             return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
 
-        nodes = _network_nodes(nodes, model, net, dims)
-        if nodes == "qmc" and n_mc is not None:
-            nodes = "monte_carlo"  # "auto" with an explicit number of i.i.d. draws
+        nodes = _network_nodes(nodes, model, net, dims, n_mc)
         if nodes == "nested" and order is None and dims == 2:
             order = _nested_order(C)
-        if nodes == "nested_or_mc":
+        if nodes == "nested_or_random":
             g, D = _nested_checked(curvature, dims, n_mc, n_qmc, rng)
         else:
             g = _nodes_for(curvature, dims, nodes, order, n_mc, rng, n_qmc)
@@ -418,7 +417,7 @@ def _non_smooth(net):
     return net.loss == "huber" or net.activation == "relu"
 
 
-def _network_nodes(nodes, model, net, dims):
+def _network_nodes(nodes, model, net, dims, n_mc=None):
     """The rule ``nodes="auto"`` means for a network law (docs/theory.md section 3.9).
 
     A non-smooth network gets ``"nested"`` nodes when every kink lies along ``Theta*``: a
@@ -434,11 +433,11 @@ def _network_nodes(nodes, model, net, dims):
     nestable = model.k == 1 and model.noise == 0 and 2 <= dims <= 3
     if nodes == "auto":
         if not nestable:
-            return "qmc"
+            return random_kind(n_mc)
         # two outer coordinates: tensor Gauss-Hermite of order 16 there was off by 2% to 110%
         # on E[D] (tanh/Huber, m = 2, Q = I and 4 I), but exact to 1e-11 at the m = 3
         # population point: kept only where a QMC law cannot tell it apart
-        return "nested" if dims == 2 else "nested_or_mc"
+        return "nested" if dims == 2 else "nested_or_random"
     if nodes == "nested" and not nestable:
         raise ValueError(
             "nested nodes resolve kinks along Theta* only: they need a noiseless single-index "
@@ -461,8 +460,7 @@ def _nested_checked(curvature, dims, n_mc, n_qmc, rng):
     scrambled replicates; plus 1e-12 of their size).  An error the check cannot see is within
     the QMC law's own error.  With ``n_mc`` given, ``n_mc`` i.i.d. draws take the place of the
     QMC nodes (reference and fallback)."""
-    kind = "qmc" if n_mc is None else "monte_carlo"
-    qm = gaussian_nodes(dims, kind, None, n_mc, rng, n_qmc)
+    qm = gaussian_nodes(dims, random_kind(n_mc), None, n_mc, rng, n_qmc)
     D_q = curvature(qm.points)
     nested = nested_nodes(curvature, dims - 1, NESTED_OUTER_ORDER[dims - 1])
     D_n = curvature(nested.points)
@@ -473,10 +471,7 @@ def _nested_checked(curvature, dims, n_mc, n_qmc, rng):
 
     feats_q = features(qm.points, D_q)
     mean_q = qm.expect(feats_q)
-    if qm.kind == "qmc":
-        se = _replicate_stderr(qm, feats_q)
-    else:
-        se = feats_q.std(axis=0) / np.sqrt(feats_q.shape[0])
+    se = qm.standard_error(feats_q)
     gap = np.abs(nested.weights @ features(nested.points, D_n) - mean_q)
     if np.all(gap <= NESTED_CHECK_SIGMAS * se + 1e-12 * np.abs(mean_q).max()):
         return nested, D_n
@@ -525,18 +520,7 @@ def _nodes_for(func, dims, nodes, order, n_mc, rng, n_qmc=QMC_NODES):
     return gaussian_nodes(dims, nodes, order, n_mc, rng, n_qmc)
 
 
-def _replicate_stderr(g, values):
-    """Standard error of each column of ``E[values]`` from the spread of the replicate means of
-    randomised QMC nodes ``g`` (independent scrambles: the means are i.i.d. and unbiased)."""
-    means = g.block_means(values)
-    return means.std(axis=0, ddof=1) / np.sqrt(g.replicates)
-
-
 def _mc_stderr(g, D):
     """The largest standard error of the entries of ``E[D]`` (random nodes), else ``None``."""
-    N = D.shape[0]
-    if g.kind == "qmc":
-        return float(np.max(_replicate_stderr(g, D.reshape(N, -1))))
-    if g.kind != "monte_carlo":
-        return None
-    return float(np.max(np.std(D.reshape(N, -1), axis=0)) / np.sqrt(N))
+    se = g.standard_error(D)
+    return None if se is None else float(np.max(se))

@@ -288,6 +288,12 @@ DEFAULT_MC_SEED = 20240607
 DEFAULT_MC_NODES = 200_000
 
 
+def random_kind(n_mc):
+    """The random nodes that ``"auto"`` means: ``"qmc"``, or ``"monte_carlo"`` when the caller
+    gave a number ``n_mc`` of i.i.d. draws (what ``"auto"`` gave before the QMC nodes)."""
+    return "qmc" if n_mc is None else "monte_carlo"
+
+
 def gaussian_nodes(
     dims, nodes="auto", order=None, n_mc=None, rng=None, n_qmc=QMC_NODES
 ) -> GaussianNodes:
@@ -305,13 +311,12 @@ def gaussian_nodes(
             f"nodes must be 'auto', 'quadrature', 'monte_carlo' or 'qmc'; got {nodes!r}"
         )
     if nodes == "auto":
-        random = "qmc" if n_mc is None else "monte_carlo"
-        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else random
+        nodes = "quadrature" if dims <= MAX_QUADRATURE_DIMS else random_kind(n_mc)
+    seed = DEFAULT_MC_SEED if rng is None else rng
     if nodes == "monte_carlo":
-        n_mc = DEFAULT_MC_NODES if n_mc is None else n_mc
-        return monte_carlo(dims, n_mc, DEFAULT_MC_SEED if rng is None else rng)
+        return monte_carlo(dims, DEFAULT_MC_NODES if n_mc is None else n_mc, seed)
     if nodes == "qmc":
-        return sobol(dims, n_qmc, DEFAULT_MC_SEED if rng is None else rng)
+        return sobol(dims, n_qmc, seed)
     order = DEFAULT_ORDER.get(dims, 12) if order is None else order
     if order**dims > 2_000_000:
         raise ValueError(
