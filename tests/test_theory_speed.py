@@ -2,7 +2,6 @@
 
 - ``MOMENTS_COMPLEX`` (split real/imaginary arithmetic) against the generic Numba loop and
   dense numpy solves, for complex ``G``;
-- the blocked ``weighted_products`` against ``A @ B.T``, at sizes that leave remainders;
 - ``bulk_density`` (tangent-predictor warm start) against the previous implementation, kept
   here as the reference, and against the closed-form Marchenko-Pastur density for ``D = I_m``;
 - the serial curvature kernel against the parallel one (bit-identical) and a numpy closed form;
@@ -22,7 +21,7 @@ from rmt.freeprob import nodes as nodes_module
 from rmt.freeprob.mp import MPSystem
 from rmt.freeprob.spectrum import _continue_complex, _physical
 from rmt.kernels._generated.freeprob_small import MOMENTS, MOMENTS_COMPLEX, SPIKE_SUMS_WIDE
-from rmt.kernels.freeprob import PRODUCT_BLOCK, mp_moments, weighted_products
+from rmt.kernels.freeprob import mp_moments
 
 from .test_freeprob_kernels import numpy_moments
 
@@ -79,16 +78,6 @@ def test_complex_moments_count_a_singular_node(m, rng):
 
 def test_complex_table_covers_the_unrolled_widths():
     assert sorted(MOMENTS_COMPLEX) == sorted(MOMENTS) == WIDTHS
-
-
-@pytest.mark.parametrize("shape", [(1, 1), (3, 6), (10, 12), (15, 21)])
-def test_blocked_weighted_products_match_numpy(shape, rng):
-    nq, nu = shape
-    N = 3 * PRODUCT_BLOCK + 17  # full blocks and a remainder
-    A, B = rng.standard_normal((nq, N)), rng.standard_normal((nu, N))
-    out = np.full((nq, nu), np.nan)  # the kernel must overwrite, not accumulate into, out
-    weighted_products(A, B, out)
-    np.testing.assert_allclose(out, A @ B.T, rtol=1e-12, atol=1e-12 * np.sqrt(N))
 
 
 def previous_bulk_density(law, delta, x, eta):

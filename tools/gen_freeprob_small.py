@@ -7,10 +7,10 @@ Run ``python tools/gen_freeprob_small.py`` after editing, and commit the generat
 - ``moments_m{m}``: ``E[F]`` and the Jacobian moments ``E[(F E_Q F)_P]`` (as ``mp_moments``);
 - ``moments_c_m{m}``: the same for complex ``G`` in real arithmetic on the real and imaginary
   parts (Numba's complex arithmetic does not vectorise: 10-16x the real kernel's time);
-- ``spike_nodes_m{m}``: ``vech F_i`` and ``vech(F_i G' F_i)`` per node (for ``spike_moments``);
-- ``spike_sums_m{m}_k{k}``: their sums weighted by ``k`` rows ``w_i zhat_iq zhat_ir``, in the loop
-  (for ``K <= 3`` and the pairs of ``SPIKE_WIDE``: no per-node stores, whose aliasing checks stop
-  LLVM from vectorising);
+- ``spike_sums_m{m}_k{k}``: the sums of ``vech F_i`` and ``vech(F_i G' F_i)`` weighted by ``k``
+  rows ``w_i zhat_iq zhat_ir`` (``spike_moments``), in the loop: no per-node stores, whose
+  aliasing checks stop LLVM from vectorising (a per-node kernel that stored them ran scalar,
+  1.1-1.7x slower than groups of fused calls; ``rmt.freeprob.mp._spike_groups``);
 - ``pivot_m{m}``: per node, the smallest Cholesky pivot of ``I + s L^T D_i L`` (whose minimum
   over nodes is ``min_pd_pivot``).
 
@@ -38,7 +38,8 @@ SPIKE_PAIRS = (1, 3, 6)
 #: ``(m, pairs)`` fused beyond ``SPIKE_PAIRS``: the Monte-Carlo law of width 3 has ``K = 4``
 #: (10 pairs) at any point with ``W^T W`` of full rank.  Fused it is 2.6x the per-node kernel and
 #: product (18 against 48 ms at 200k nodes) for a compilation of about 17 s (cached).  ``(4, 15)``
-#: would be 2.3x for about 60 s of compilation, so ``m = 4`` keeps the two-pass form.
+#: would be 2.3x that product for about 60 s of compilation; ``m = 4`` runs its 15 pairs as fused
+#: groups of 6, 6 and 3 instead (1.7x, no new kernel: ``rmt.freeprob.mp._spike_groups``).
 SPIKE_WIDE = ((3, 10),)
 #: reassociation (vectorised sums) and contraction (FMA) only: no change to inf/NaN handling
 #: and the numpy error model (no ZeroDivisionError branch, which would stop vectorisation)
@@ -212,27 +213,6 @@ def _spike_node_lines(m):
             body.append(f"y{a}{b} = {terms}")
     fgf = [" + ".join(f"{_sym('f', a, c)} * y{c}{b}" for c in range(m)) for a, b in vech_pairs(m)]
     return body, fgf
-
-
-def spike_source(m):
-    pairs = vech_pairs(m)
-    out = [
-        DECORATOR,
-        f"def spike_nodes_m{m}(Dv, G, Gp, inv_delta, Fv, FGFv):",
-        f'    """``m = {m}``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;',
-        '    returns the number of singular nodes."""',
-        "    N = Dv.shape[1]",
-        *_load_lines(m, "    "),
-    ]
-    out += [f"    h{a}{b} = Gp[{a}, {b}]" for a, b in pairs]
-    out += ["    bad = 0", "    for i in range(N):"]
-    body, fgf = _spike_node_lines(m)
-    for u, (a, b) in enumerate(pairs):
-        body.append(f"Fv[{u}, i] = f{a}{b}")
-        body.append(f"FGFv[{u}, i] = {fgf[u]}")
-    out += ["        " + s for s in body]
-    out.append("    return bad")
-    return "\n".join(out) + "\n"
 
 
 def spike_sums_source(m, n_pairs):
@@ -422,20 +402,18 @@ def module_source() -> str:
     """The whole generated module, with the dispatch tables."""
     parts = [banner(TOOL), HEADER]
     for m in WIDTHS:
-        for src in (moments_source(m), moments_complex_source(m), spike_source(m), pivot_source(m)):
+        for src in (moments_source(m), moments_complex_source(m), pivot_source(m)):
             parts.append("\n" + src + "\n")
         for n_pairs in SPIKE_PAIRS + tuple(k for w, k in SPIKE_WIDE if w == m):
             parts.append("\n" + spike_sums_source(m, n_pairs) + "\n")
     for name, doc in (
         ("MOMENTS", "``mp_moments`` by width"),
         ("MOMENTS_COMPLEX", "``mp_moments`` for complex ``G`` by width (split arithmetic)"),
-        ("SPIKE_NODES", "per-node ``F`` and ``F G' F`` by width"),
         ("PIVOTS", "per-node Cholesky pivots by width"),
     ):
         kern = {
             "MOMENTS": "moments",
             "MOMENTS_COMPLEX": "moments_c",
-            "SPIKE_NODES": "spike_nodes",
             "PIVOTS": "pivot",
         }[name]
         table = ", ".join(f"{m}: {kern}_m{m}" for m in WIDTHS)

@@ -18,7 +18,6 @@ from ..kernels._generated.freeprob_small import (
     MOMENTS,
     MOMENTS_COMPLEX,
     PIVOTS,
-    SPIKE_NODES,
     SPIKE_SUMS,
     SPIKE_SUMS_WIDE,
 )
@@ -27,7 +26,6 @@ from ..kernels.freeprob import (
     mp_moments,
     mp_residual,
     spike_moments,
-    weighted_products,
 )
 
 NEWTON_TOL = 1e-13
@@ -203,8 +201,8 @@ class MPSystem:
 
     def _spike_matrices_unrolled(self, G, Gp):
         """``spike_matrices`` from the sums of ``vech F``, ``vech F G' F`` weighted by
-        ``w zhat_q zhat_r`` (``q <= r``): in the node loop for ``K <= 3`` (and ``SPIKE_SUMS_WIDE``),
-        else by a blocked product."""
+        ``w zhat_q zhat_r`` (``q <= r``), in the node loop of the fused kernels: one call for
+        ``K <= 3`` (and ``SPIKE_SUMS_WIDE``), else one per group of pairs (``_spike_groups``)."""
         if self._spike_layout is None:
             K, m = self.law.K, self.m
             qa, qb = np.triu_indices(K)
@@ -214,20 +212,17 @@ class MPSystem:
             tri_m[self.ia, self.ib] = tri_m[self.ib, self.ia] = np.arange(self.ia.size)
             rows = np.repeat(tri_k, m, axis=0).repeat(m, axis=1)  # (q, r) of entry (qm+a, rm+b)
             cols = np.tile(tri_m, (K, K))  # (a, b)
-            self._spike_layout = (np.ascontiguousarray(zz.T), rows, cols)
-        zzT, rows, cols = self._spike_layout
-        p, N = self.Dv.shape
+            self._spike_layout = (_spike_groups(self.m, np.ascontiguousarray(zz.T)), rows, cols)
+        groups, rows, cols = self._spike_layout
+        p = self.Dv.shape[0]
         G = np.ascontiguousarray(G, dtype=float)
         Gp = np.ascontiguousarray(Gp, dtype=float)
-        Y = np.empty((zzT.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
-        key = (self.m, zzT.shape[0])
-        fused = SPIKE_SUMS.get(key, SPIKE_SUMS_WIDE.get(key))
-        if fused is not None:  # K <= 3, and m = 3 with K = 4: the sums in the node loop
-            bad = fused(self.Dv, zzT, G, Gp, 1.0 / self.delta, Y)
-        else:
-            V = np.empty((2 * p, N))  # vech F_i, then vech F_i G' F_i
-            bad = SPIKE_NODES[self.m](self.Dv, G, Gp, 1.0 / self.delta, V[:p], V[p:])
-            weighted_products(zzT, V, Y)
+        Y, bad = [], 0
+        for fused, zz_group, n_rows in groups:
+            Yg = np.empty((zz_group.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
+            bad += fused(self.Dv, zz_group, G, Gp, 1.0 / self.delta, Yg)
+            Y.append(Yg[:n_rows])
+        Y = Y[0] if len(Y) == 1 else np.concatenate(Y)
         if bad:
             raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
         return Y[rows, cols], Y[rows, p + cols]
@@ -237,3 +232,30 @@ class MPSystem:
         lo, hi = self.law.node_range
         reach = {-1: max(-lo, 0.0), 1: max(hi, 0.0), 0: max(-lo, hi)}[side]
         return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0
+
+
+def _spike_groups(m, zzT):
+    """The weight rows ``zzT`` (pairs x nodes) in groups that fused kernels take: all at once
+    when a kernel of that width exists, else groups of the widest fused width, the last one
+    padded with zero rows to the narrowest fused width that holds it.  ``[(kernel, rows,
+    used rows)]``.
+
+    Each group recomputes ``F_i`` and ``F_i G' F_i`` in its vectorised node loop; the per-node
+    kernel that stored them for a product over nodes ran scalar (its stores may alias ``Dv``).
+    ``m = 4``, ``K = 5`` (15 pairs, 32k nodes): groups of 6, 6, 3 take 5.3 ms against 7.6-11.9
+    ms (benchmarks/RESULTS.md, "Free probability")."""
+    P = zzT.shape[0]
+    whole = SPIKE_SUMS.get((m, P), SPIKE_SUMS_WIDE.get((m, P)))
+    if whole is not None:
+        return [(whole, zzT, P)]
+    widths = sorted(w for (mm, w) in SPIKE_SUMS if mm == m)
+    groups, start = [], 0
+    while start < P:
+        left = P - start
+        width = widths[-1] if left >= widths[-1] else min(w for w in widths if w >= left)
+        rows = min(width, left)
+        block = np.zeros((width, zzT.shape[1]))
+        block[:rows] = zzT[start : start + rows]
+        groups.append((SPIKE_SUMS[(m, width)], block, rows))
+        start += rows
+    return groups

@@ -303,50 +303,6 @@ def min_pd_pivot(D, L, scale):
     return best
 
 
-#: nodes per block of ``weighted_products``: the block of both operands stays in L2
-PRODUCT_BLOCK = 512
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def weighted_products(A, B, out):
-    """``out[q, u] = sum_i A[q, i] B[u, i]`` (rows node-last): sums over nodes that vectorise,
-    without a BLAS call (whose spinning threads would compete with the next kernel).
-
-    Blocked over nodes (``PRODUCT_BLOCK``), four rows of ``B`` per pass over a row of ``A``: the
-    operands are read from L2, not memory, once per block (4.5x the plain row-by-row loop at
-    ``N = 200k``, 15 x 20 sums)."""
-    nq, N = A.shape
-    nu = B.shape[0]
-    for q in range(nq):
-        for u in range(nu):
-            out[q, u] = 0.0
-    for i0 in range(0, N, PRODUCT_BLOCK):
-        i1 = min(i0 + PRODUCT_BLOCK, N)
-        for q in range(nq):
-            a = A[q, i0:i1]
-            u = 0
-            while u + 4 <= nu:
-                b0, b1, b2, b3 = B[u, i0:i1], B[u + 1, i0:i1], B[u + 2, i0:i1], B[u + 3, i0:i1]
-                s0 = s1 = s2 = s3 = 0.0
-                for i in range(a.shape[0]):
-                    ai = a[i]
-                    s0 += ai * b0[i]
-                    s1 += ai * b1[i]
-                    s2 += ai * b2[i]
-                    s3 += ai * b3[i]
-                out[q, u] += s0
-                out[q, u + 1] += s1
-                out[q, u + 2] += s2
-                out[q, u + 3] += s3
-                u += 4
-            for v in range(u, nu):
-                b = B[v, i0:i1]
-                s = 0.0
-                for i in range(a.shape[0]):
-                    s += a[i] * b[i]
-                out[q, v] += s
-
-
 @njit(cache=True)
 def mp_residual(EF, JF, G, zeta, inv_delta, ia, ib, R, J):
     """Residual and Jacobian of (MP) from the moments (docs/theory.md section 3), in one call.

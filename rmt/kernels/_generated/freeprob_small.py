@@ -108,28 +108,6 @@ def moments_c_m1(Dv, w, G, inv_delta, with_jac, EF, JF):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
-def spike_nodes_m1(Dv, G, Gp, inv_delta, Fv, FGFv):
-    """``m = 1``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;
-    returns the number of singular nodes."""
-    N = Dv.shape[1]
-    g00 = G[0, 0] * inv_delta
-    h00 = Gp[0, 0]
-    bad = 0
-    for i in range(N):
-        d00 = Dv[0, i]
-        m00 = 1.0 + d00 * g00
-        det = m00 * 1.0
-        rdet = 1.0 / det
-        x00 = 1.0 * d00
-        f00 = x00 * rdet
-        bad += det == 0.0
-        y00 = h00 * f00
-        Fv[0, i] = f00
-        FGFv[0, i] = f00 * y00
-    return bad
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 def pivot_m1(Dv, L, scale, out):
     """``m = 1``: ``out[i]``, the smallest Cholesky pivot of ``I + scale L^T D_i L``
     (``L`` lower triangular); returns the number of nodes with a pivot <= 0 (then the
@@ -516,49 +494,6 @@ def moments_c_m2(Dv, w, G, inv_delta, with_jac, EF, JF):
         JF[2, 0] += complex(t1_1_r, t1_1_i)
         JF[2, 1] += complex(t1_2_r + t1_2_r, t1_2_i + t1_2_i)
         JF[2, 2] += complex(t2_2_r, t2_2_i)
-    return bad
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
-def spike_nodes_m2(Dv, G, Gp, inv_delta, Fv, FGFv):
-    """``m = 2``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;
-    returns the number of singular nodes."""
-    N = Dv.shape[1]
-    g00 = G[0, 0] * inv_delta
-    g01 = G[0, 1] * inv_delta
-    g11 = G[1, 1] * inv_delta
-    h00 = Gp[0, 0]
-    h01 = Gp[0, 1]
-    h11 = Gp[1, 1]
-    bad = 0
-    for i in range(N):
-        d00 = Dv[0, i]
-        d01 = Dv[1, i]
-        d11 = Dv[2, i]
-        m00 = 1.0 + d00 * g00 + d01 * g01
-        m01 = d00 * g01 + d01 * g11
-        m10 = d01 * g00 + d11 * g01
-        m11 = 1.0 + d01 * g01 + d11 * g11
-        det = m00 * m11 + m01 * (-m10)
-        rdet = 1.0 / det
-        x00 = m11 * d00 + (-m01) * d01
-        x01 = m11 * d01 + (-m01) * d11
-        x10 = (-m10) * d00 + m00 * d01
-        x11 = (-m10) * d01 + m00 * d11
-        f00 = x00 * rdet
-        f01 = 0.5 * (x01 + x10) * rdet
-        f11 = x11 * rdet
-        bad += det == 0.0
-        y00 = h00 * f00 + h01 * f01
-        y01 = h00 * f01 + h01 * f11
-        y10 = h01 * f00 + h11 * f01
-        y11 = h01 * f01 + h11 * f11
-        Fv[0, i] = f00
-        FGFv[0, i] = f00 * y00 + f01 * y10
-        Fv[1, i] = f01
-        FGFv[1, i] = f00 * y01 + f01 * y11
-        Fv[2, i] = f11
-        FGFv[2, i] = f01 * y01 + f11 * y11
     return bad
 
 
@@ -1490,91 +1425,6 @@ def moments_c_m3(Dv, w, G, inv_delta, with_jac, EF, JF):
         JF[5, 3] += complex(t4_4_r, t4_4_i)
         JF[5, 4] += complex(t4_5_r + t4_5_r, t4_5_i + t4_5_i)
         JF[5, 5] += complex(t5_5_r, t5_5_i)
-    return bad
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
-def spike_nodes_m3(Dv, G, Gp, inv_delta, Fv, FGFv):
-    """``m = 3``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;
-    returns the number of singular nodes."""
-    N = Dv.shape[1]
-    g00 = G[0, 0] * inv_delta
-    g01 = G[0, 1] * inv_delta
-    g02 = G[0, 2] * inv_delta
-    g11 = G[1, 1] * inv_delta
-    g12 = G[1, 2] * inv_delta
-    g22 = G[2, 2] * inv_delta
-    h00 = Gp[0, 0]
-    h01 = Gp[0, 1]
-    h02 = Gp[0, 2]
-    h11 = Gp[1, 1]
-    h12 = Gp[1, 2]
-    h22 = Gp[2, 2]
-    bad = 0
-    for i in range(N):
-        d00 = Dv[0, i]
-        d01 = Dv[1, i]
-        d02 = Dv[2, i]
-        d11 = Dv[3, i]
-        d12 = Dv[4, i]
-        d22 = Dv[5, i]
-        m00 = 1.0 + d00 * g00 + d01 * g01 + d02 * g02
-        m01 = d00 * g01 + d01 * g11 + d02 * g12
-        m02 = d00 * g02 + d01 * g12 + d02 * g22
-        m10 = d01 * g00 + d11 * g01 + d12 * g02
-        m11 = 1.0 + d01 * g01 + d11 * g11 + d12 * g12
-        m12 = d01 * g02 + d11 * g12 + d12 * g22
-        m20 = d02 * g00 + d12 * g01 + d22 * g02
-        m21 = d02 * g01 + d12 * g11 + d22 * g12
-        m22 = 1.0 + d02 * g02 + d12 * g12 + d22 * g22
-        k0 = m11 * m22 - m12 * m21
-        k1 = m10 * m22 - m12 * m20
-        k2 = m10 * m21 - m11 * m20
-        k3 = m01 * m22 - m02 * m21
-        k4 = m00 * m22 - m02 * m20
-        k5 = m00 * m21 - m01 * m20
-        k6 = m01 * m12 - m02 * m11
-        k7 = m00 * m12 - m02 * m10
-        k8 = m00 * m11 - m01 * m10
-        det = m00 * k0 + m01 * (-k1) + m02 * k2
-        rdet = 1.0 / det
-        x00 = k0 * d00 + (-k3) * d01 + k6 * d02
-        x01 = k0 * d01 + (-k3) * d11 + k6 * d12
-        x02 = k0 * d02 + (-k3) * d12 + k6 * d22
-        x10 = (-k1) * d00 + k4 * d01 + (-k7) * d02
-        x11 = (-k1) * d01 + k4 * d11 + (-k7) * d12
-        x12 = (-k1) * d02 + k4 * d12 + (-k7) * d22
-        x20 = k2 * d00 + (-k5) * d01 + k8 * d02
-        x21 = k2 * d01 + (-k5) * d11 + k8 * d12
-        x22 = k2 * d02 + (-k5) * d12 + k8 * d22
-        f00 = x00 * rdet
-        f01 = 0.5 * (x01 + x10) * rdet
-        f02 = 0.5 * (x02 + x20) * rdet
-        f11 = x11 * rdet
-        f12 = 0.5 * (x12 + x21) * rdet
-        f22 = x22 * rdet
-        bad += det == 0.0
-        y00 = h00 * f00 + h01 * f01 + h02 * f02
-        y01 = h00 * f01 + h01 * f11 + h02 * f12
-        y02 = h00 * f02 + h01 * f12 + h02 * f22
-        y10 = h01 * f00 + h11 * f01 + h12 * f02
-        y11 = h01 * f01 + h11 * f11 + h12 * f12
-        y12 = h01 * f02 + h11 * f12 + h12 * f22
-        y20 = h02 * f00 + h12 * f01 + h22 * f02
-        y21 = h02 * f01 + h12 * f11 + h22 * f12
-        y22 = h02 * f02 + h12 * f12 + h22 * f22
-        Fv[0, i] = f00
-        FGFv[0, i] = f00 * y00 + f01 * y10 + f02 * y20
-        Fv[1, i] = f01
-        FGFv[1, i] = f00 * y01 + f01 * y11 + f02 * y21
-        Fv[2, i] = f02
-        FGFv[2, i] = f00 * y02 + f01 * y12 + f02 * y22
-        Fv[3, i] = f11
-        FGFv[3, i] = f01 * y01 + f11 * y11 + f12 * y21
-        Fv[4, i] = f12
-        FGFv[4, i] = f01 * y02 + f11 * y12 + f12 * y22
-        Fv[5, i] = f22
-        FGFv[5, i] = f02 * y02 + f12 * y12 + f22 * y22
     return bad
 
 
@@ -4052,155 +3902,6 @@ def moments_c_m4(Dv, w, G, inv_delta, with_jac, EF, JF):
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
-def spike_nodes_m4(Dv, G, Gp, inv_delta, Fv, FGFv):
-    """``m = 4``: ``Fv[u, i] = vech(F_i)`` and ``FGFv[u, i] = vech(F_i Gp F_i)``;
-    returns the number of singular nodes."""
-    N = Dv.shape[1]
-    g00 = G[0, 0] * inv_delta
-    g01 = G[0, 1] * inv_delta
-    g02 = G[0, 2] * inv_delta
-    g03 = G[0, 3] * inv_delta
-    g11 = G[1, 1] * inv_delta
-    g12 = G[1, 2] * inv_delta
-    g13 = G[1, 3] * inv_delta
-    g22 = G[2, 2] * inv_delta
-    g23 = G[2, 3] * inv_delta
-    g33 = G[3, 3] * inv_delta
-    h00 = Gp[0, 0]
-    h01 = Gp[0, 1]
-    h02 = Gp[0, 2]
-    h03 = Gp[0, 3]
-    h11 = Gp[1, 1]
-    h12 = Gp[1, 2]
-    h13 = Gp[1, 3]
-    h22 = Gp[2, 2]
-    h23 = Gp[2, 3]
-    h33 = Gp[3, 3]
-    bad = 0
-    for i in range(N):
-        d00 = Dv[0, i]
-        d01 = Dv[1, i]
-        d02 = Dv[2, i]
-        d03 = Dv[3, i]
-        d11 = Dv[4, i]
-        d12 = Dv[5, i]
-        d13 = Dv[6, i]
-        d22 = Dv[7, i]
-        d23 = Dv[8, i]
-        d33 = Dv[9, i]
-        m00 = 1.0 + d00 * g00 + d01 * g01 + d02 * g02 + d03 * g03
-        m01 = d00 * g01 + d01 * g11 + d02 * g12 + d03 * g13
-        m02 = d00 * g02 + d01 * g12 + d02 * g22 + d03 * g23
-        m03 = d00 * g03 + d01 * g13 + d02 * g23 + d03 * g33
-        m10 = d01 * g00 + d11 * g01 + d12 * g02 + d13 * g03
-        m11 = 1.0 + d01 * g01 + d11 * g11 + d12 * g12 + d13 * g13
-        m12 = d01 * g02 + d11 * g12 + d12 * g22 + d13 * g23
-        m13 = d01 * g03 + d11 * g13 + d12 * g23 + d13 * g33
-        m20 = d02 * g00 + d12 * g01 + d22 * g02 + d23 * g03
-        m21 = d02 * g01 + d12 * g11 + d22 * g12 + d23 * g13
-        m22 = 1.0 + d02 * g02 + d12 * g12 + d22 * g22 + d23 * g23
-        m23 = d02 * g03 + d12 * g13 + d22 * g23 + d23 * g33
-        m30 = d03 * g00 + d13 * g01 + d23 * g02 + d33 * g03
-        m31 = d03 * g01 + d13 * g11 + d23 * g12 + d33 * g13
-        m32 = d03 * g02 + d13 * g12 + d23 * g22 + d33 * g23
-        m33 = 1.0 + d03 * g03 + d13 * g13 + d23 * g23 + d33 * g33
-        k0 = m22 * m33 - m23 * m32
-        k1 = m21 * m33 - m23 * m31
-        k2 = m21 * m32 - m22 * m31
-        k3 = m11 * k0 - m12 * k1 + m13 * k2
-        k4 = m20 * m33 - m23 * m30
-        k5 = m20 * m32 - m22 * m30
-        k6 = m10 * k0 - m12 * k4 + m13 * k5
-        k7 = m20 * m31 - m21 * m30
-        k8 = m10 * k1 - m11 * k4 + m13 * k7
-        k9 = m10 * k2 - m11 * k5 + m12 * k7
-        k10 = m01 * k0 - m02 * k1 + m03 * k2
-        k11 = m00 * k0 - m02 * k4 + m03 * k5
-        k12 = m00 * k1 - m01 * k4 + m03 * k7
-        k13 = m00 * k2 - m01 * k5 + m02 * k7
-        k14 = m02 * m13 - m03 * m12
-        k15 = m01 * m13 - m03 * m11
-        k16 = m01 * m12 - m02 * m11
-        k17 = m31 * k14 - m32 * k15 + m33 * k16
-        k18 = m00 * m13 - m03 * m10
-        k19 = m00 * m12 - m02 * m10
-        k20 = m30 * k14 - m32 * k18 + m33 * k19
-        k21 = m00 * m11 - m01 * m10
-        k22 = m30 * k15 - m31 * k18 + m33 * k21
-        k23 = m30 * k16 - m31 * k19 + m32 * k21
-        k24 = m21 * k14 - m22 * k15 + m23 * k16
-        k25 = m20 * k14 - m22 * k18 + m23 * k19
-        k26 = m20 * k15 - m21 * k18 + m23 * k21
-        k27 = m20 * k16 - m21 * k19 + m22 * k21
-        det = m00 * k3 + m01 * (-k6) + m02 * k8 + m03 * (-k9)
-        rdet = 1.0 / det
-        x00 = k3 * d00 + (-k10) * d01 + k17 * d02 + (-k24) * d03
-        x01 = k3 * d01 + (-k10) * d11 + k17 * d12 + (-k24) * d13
-        x02 = k3 * d02 + (-k10) * d12 + k17 * d22 + (-k24) * d23
-        x03 = k3 * d03 + (-k10) * d13 + k17 * d23 + (-k24) * d33
-        x10 = (-k6) * d00 + k11 * d01 + (-k20) * d02 + k25 * d03
-        x11 = (-k6) * d01 + k11 * d11 + (-k20) * d12 + k25 * d13
-        x12 = (-k6) * d02 + k11 * d12 + (-k20) * d22 + k25 * d23
-        x13 = (-k6) * d03 + k11 * d13 + (-k20) * d23 + k25 * d33
-        x20 = k8 * d00 + (-k12) * d01 + k22 * d02 + (-k26) * d03
-        x21 = k8 * d01 + (-k12) * d11 + k22 * d12 + (-k26) * d13
-        x22 = k8 * d02 + (-k12) * d12 + k22 * d22 + (-k26) * d23
-        x23 = k8 * d03 + (-k12) * d13 + k22 * d23 + (-k26) * d33
-        x30 = (-k9) * d00 + k13 * d01 + (-k23) * d02 + k27 * d03
-        x31 = (-k9) * d01 + k13 * d11 + (-k23) * d12 + k27 * d13
-        x32 = (-k9) * d02 + k13 * d12 + (-k23) * d22 + k27 * d23
-        x33 = (-k9) * d03 + k13 * d13 + (-k23) * d23 + k27 * d33
-        f00 = x00 * rdet
-        f01 = 0.5 * (x01 + x10) * rdet
-        f02 = 0.5 * (x02 + x20) * rdet
-        f03 = 0.5 * (x03 + x30) * rdet
-        f11 = x11 * rdet
-        f12 = 0.5 * (x12 + x21) * rdet
-        f13 = 0.5 * (x13 + x31) * rdet
-        f22 = x22 * rdet
-        f23 = 0.5 * (x23 + x32) * rdet
-        f33 = x33 * rdet
-        bad += det == 0.0
-        y00 = h00 * f00 + h01 * f01 + h02 * f02 + h03 * f03
-        y01 = h00 * f01 + h01 * f11 + h02 * f12 + h03 * f13
-        y02 = h00 * f02 + h01 * f12 + h02 * f22 + h03 * f23
-        y03 = h00 * f03 + h01 * f13 + h02 * f23 + h03 * f33
-        y10 = h01 * f00 + h11 * f01 + h12 * f02 + h13 * f03
-        y11 = h01 * f01 + h11 * f11 + h12 * f12 + h13 * f13
-        y12 = h01 * f02 + h11 * f12 + h12 * f22 + h13 * f23
-        y13 = h01 * f03 + h11 * f13 + h12 * f23 + h13 * f33
-        y20 = h02 * f00 + h12 * f01 + h22 * f02 + h23 * f03
-        y21 = h02 * f01 + h12 * f11 + h22 * f12 + h23 * f13
-        y22 = h02 * f02 + h12 * f12 + h22 * f22 + h23 * f23
-        y23 = h02 * f03 + h12 * f13 + h22 * f23 + h23 * f33
-        y30 = h03 * f00 + h13 * f01 + h23 * f02 + h33 * f03
-        y31 = h03 * f01 + h13 * f11 + h23 * f12 + h33 * f13
-        y32 = h03 * f02 + h13 * f12 + h23 * f22 + h33 * f23
-        y33 = h03 * f03 + h13 * f13 + h23 * f23 + h33 * f33
-        Fv[0, i] = f00
-        FGFv[0, i] = f00 * y00 + f01 * y10 + f02 * y20 + f03 * y30
-        Fv[1, i] = f01
-        FGFv[1, i] = f00 * y01 + f01 * y11 + f02 * y21 + f03 * y31
-        Fv[2, i] = f02
-        FGFv[2, i] = f00 * y02 + f01 * y12 + f02 * y22 + f03 * y32
-        Fv[3, i] = f03
-        FGFv[3, i] = f00 * y03 + f01 * y13 + f02 * y23 + f03 * y33
-        Fv[4, i] = f11
-        FGFv[4, i] = f01 * y01 + f11 * y11 + f12 * y21 + f13 * y31
-        Fv[5, i] = f12
-        FGFv[5, i] = f01 * y02 + f11 * y12 + f12 * y22 + f13 * y32
-        Fv[6, i] = f13
-        FGFv[6, i] = f01 * y03 + f11 * y13 + f12 * y23 + f13 * y33
-        Fv[7, i] = f22
-        FGFv[7, i] = f02 * y02 + f12 * y12 + f22 * y22 + f23 * y32
-        Fv[8, i] = f23
-        FGFv[8, i] = f02 * y03 + f12 * y13 + f22 * y23 + f23 * y33
-        Fv[9, i] = f33
-        FGFv[9, i] = f03 * y03 + f13 * y13 + f23 * y23 + f33 * y33
-    return bad
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 def pivot_m4(Dv, L, scale, out):
     """``m = 4``: ``out[i]``, the smallest Cholesky pivot of ``I + scale L^T D_i L``
     (``L`` lower triangular); returns the number of nodes with a pivot <= 0 (then the
@@ -5310,9 +5011,6 @@ MOMENTS = {1: moments_m1, 2: moments_m2, 3: moments_m3, 4: moments_m4}
 
 #: ``mp_moments`` for complex ``G`` by width (split arithmetic)
 MOMENTS_COMPLEX = {1: moments_c_m1, 2: moments_c_m2, 3: moments_c_m3, 4: moments_c_m4}
-
-#: per-node ``F`` and ``F G' F`` by width
-SPIKE_NODES = {1: spike_nodes_m1, 2: spike_nodes_m2, 3: spike_nodes_m3, 4: spike_nodes_m4}
 
 #: per-node Cholesky pivots by width
 PIVOTS = {1: pivot_m1, 2: pivot_m2, 3: pivot_m3, 4: pivot_m4}
