@@ -100,6 +100,21 @@ class TwoLayerNet:
         kernel(U, y, self.a, self.act_code, self.loss_code, self.huber_delta, D, f, dl)
         return D
 
+    def kinks(self, U, y):
+        """Functions whose zeros are the jumps of ``D`` (``N x q``; ``q = 0`` for a smooth
+        network): ``|f - y| - huber_delta`` for the Huber loss (``l''`` jumps there) and the
+        columns of ``U`` for ReLU (``sigma'`` jumps at 0).  ``rmt.freeprob.nodes.inner_kink_counts``
+        counts their sign changes."""
+        U = as_float_array(U, "U", ndim=2)
+        y = as_float_array(y, "y", ndim=1)
+        cols = []
+        if self.loss == "huber":
+            f = self.sigma(U)[0] @ self.a
+            cols.append((np.abs(f - y) - self.huber_delta)[:, None])
+        if self.activation == "relu":
+            cols.append(U)
+        return np.concatenate(cols, axis=1) if cols else np.empty((U.shape[0], 0))
+
     # -- network -----------------------------------------------------------------------
     def check_weights(self, W, d: int) -> np.ndarray:
         """Validate ``W`` of shape ``(d, width)`` and return it as float64."""

@@ -162,6 +162,49 @@ def test_two_outer_coordinates_get_qmc_nodes_within_their_error():
     assert np.all(err < 4.0 * law.stderr + 4.0 * D.reshape(len(D), -1).std(0).max() / 1414.0)
 
 
+def test_kink_counts_follow_a_closed_form_fold():
+    """Sign changes of ``z^2 - (0.4 + p1)`` along ``z``: two where ``0.4 + p1 > 0``, none
+    elsewhere (the fold at ``p1 = -0.4``), and the second outer coordinate plays no part."""
+    from rmt.freeprob.nodes import inner_kink_counts
+
+    counts, outer = inner_kink_counts(lambda pts: pts[:, :1] ** 2 - 0.4 - pts[:, 1:2], 2)
+    expected = np.where(0.4 + outer[:, 0] > 0, 2, 0)
+    np.testing.assert_array_equal(counts, expected)
+    assert 0 < np.sum(expected == 2) < len(expected)  # both sides of the fold are sampled
+
+
+def test_network_kinks_are_the_jumps_of_the_curvature(rng):
+    """``TwoLayerNet.kinks`` changes sign exactly where ``D`` jumps: Huber's ``|f - y| = c``
+    and ReLU's ``u_j = 0``; a smooth network has none."""
+    U, y = rng.standard_normal((4000, 2)), 2.0 * rng.standard_normal(4000)
+    huber = rmt.TwoLayerNet(2, "softplus", "huber", huber_delta=0.7)
+    f = huber.sigma(U)[0] @ huber.a
+    np.testing.assert_allclose(huber.kinks(U, y)[:, 0], np.abs(f - y) - 0.7, rtol=1e-14)
+    # l'' (the loss's own kernel) is 1 where the kink function is negative, 0 where positive
+    inside = huber.kinks(U, y)[:, 0] < 0
+    np.testing.assert_array_equal(huber.loss_derivatives(y, f)[2], inside.astype(float))
+    relu = rmt.TwoLayerNet(2, "relu", "square")
+    np.testing.assert_array_equal(relu.kinks(U, y), U)
+    assert rmt.TwoLayerNet(2, "tanh", "square").kinks(U, y).shape == (4000, 0)
+
+
+def test_a_fold_skips_the_nested_law_that_the_check_rejects():
+    """m = 2, softplus/Huber, ``Q = [[1, 0.2], [0.2, 0.1]]``: the kinks along ``Theta*`` number
+    2 or 4 between outer nodes, so ``"auto"`` gives QMC without building the nested law; built
+    anyway, that law's ``E[D]`` lies 9 standard errors from the QMC one."""
+    from rmt.freeprob.nodes import nested_nodes
+
+    net = rmt.TwoLayerNet(2, "softplus", "huber")
+    Q = np.array([[1.0, 0.2], [0.2, 0.1]])
+    law = rmt.SpikeLaw.from_network(PHASE, net, Q)
+    assert law.kind == "qmc"
+    C = np.linalg.cholesky(Q).T  # C^T C = Q: u = C^T zperp
+    nested = nested_nodes(lambda p: net.curvature(p[:, 1:] @ C, p[:, 0] ** 2), 2, 16)
+    D_n = net.curvature(nested.points[:, 1:] @ C, nested.points[:, 0] ** 2)
+    gap = np.abs(nested.weights @ D_n.reshape(len(D_n), -1) - law.expect(law.D).ravel())
+    assert np.max(gap) > 3.0 * law.stderr  # stderr: the largest over the entries of E[D]
+
+
 # -- item 3: an unbounded band that fixed rays miss; no edge read off the largest node -------
 def test_pole_of_a_node_that_attains_sup_D_is_the_edge():
     """A tail node of weight ~phi(10) attaining max D: its pole is the edge (kind "pole"), to

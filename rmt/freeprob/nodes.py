@@ -255,6 +255,33 @@ def nested_nodes(func, outer_dims, outer_order, tol=1e-10):
     return GaussianNodes(pts, w * outer.weights[owner], "nested")
 
 
+#: the fold test of a nested rule (``inner_kink_counts``): outer Gauss-Hermite order, points
+#: along the inner coordinate on ``[-FOLD_RANGE, FOLD_RANGE]``, the outer weights it looks at
+FOLD_OUTER_ORDER, FOLD_GRID, FOLD_RANGE, FOLD_MIN_WEIGHT = 8, 801, 6.0, 1e-6
+
+
+def inner_kink_counts(kinks, outer_dims, order=FOLD_OUTER_ORDER, n_grid=FOLD_GRID, L=FOLD_RANGE):
+    """Kinks along the first coordinate at the nodes of an outer rule: ``(counts, points)`` for
+    the outer Gauss-Hermite nodes of order ``order`` whose weight is at least
+    ``FOLD_MIN_WEIGHT`` times the largest.
+
+    ``kinks(points)`` (``points`` of shape ``(N, 1 + outer_dims)`` as in ``nested_nodes``)
+    returns ``(N, q)`` functions whose zeros are the kinks and jumps of the integrand
+    (``rmt.TwoLayerNet.kinks``); a count is the number of their sign changes on a grid of
+    ``n_grid`` points along the first coordinate.  Where the count differs between outer nodes,
+    kinks appear or merge inside the outer domain (a fold: ``f(u) = +-huber_delta`` at the
+    vertex of a quadratic target), and there the inner integral has a square-root singularity
+    that an outer Gauss-Hermite rule does not resolve (``rmt.freeprob.law._nested_checked``).
+    Two kinks closer than a grid step count as none: that happens next to a fold."""
+    outer = gauss_hermite(outer_dims, order)
+    op = outer.points[outer.weights >= FOLD_MIN_WEIGHT * outer.weights.max()]
+    z = np.linspace(-L, L, n_grid)
+    pts = np.concatenate([np.tile(z, op.shape[0])[:, None], np.repeat(op, n_grid, axis=0)], 1)
+    v = np.asarray(kinks(pts)).reshape(op.shape[0], n_grid, -1)
+    changes = np.signbit(v[:, 1:]) != np.signbit(v[:, :-1])
+    return changes.sum(axis=(1, 2)), op
+
+
 def _features(v, z):
     t = v / (1.0 + np.abs(v))  # bounded, with the kinks and jumps of v
     return np.concatenate([t, (z * z)[:, None] * t], axis=1)
