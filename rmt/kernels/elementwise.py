@@ -36,8 +36,10 @@ def activation(code, u):
     if code == 2:
         return u * u * u, 3.0 * u * u, 6.0 * u
     if code == 3:
-        s = _sigmoid(u)
-        sp = max(u, 0.0) + math.log1p(math.exp(-abs(u)))
+        # one exp for both: _sigmoid(u) evaluates the same exp(-|u|) (bit-identical to it)
+        e = math.exp(-abs(u))
+        s = 1.0 / (1.0 + e) if u >= 0.0 else e / (1.0 + e)
+        sp = max(u, 0.0) + math.log1p(e)
         return sp, s, s * (1.0 - s)
     if code == 4:
         g = _TWO_OVER_SQRT_PI * math.exp(-u * u)
@@ -56,8 +58,9 @@ def loss(code, y, f, huber_delta):
         return 0.5 * r * r, r, 1.0
     if code == 1:
         t = y * f
-        ell = max(-t, 0.0) + math.log1p(math.exp(-abs(t)))
-        s = _sigmoid(-t)
+        e = math.exp(-abs(t))  # also the exp of _sigmoid(-t) (bit-identical to it)
+        ell = max(-t, 0.0) + math.log1p(e)
+        s = 1.0 / (1.0 + e) if t <= 0.0 else e / (1.0 + e)
         return ell, -y * s, y * y * s * (1.0 - s)
     r = f - y
     if abs(r) <= huber_delta:

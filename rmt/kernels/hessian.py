@@ -18,12 +18,16 @@ import numpy as np
 from numba import njit, prange
 
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
-from .curvature import curvature_row
+from .curvature import curvature_rows
 from .simd import SIMD_TARGET, TARGETS, simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
 PANEL_ROWS = 16
+
+
+#: rows per task of ``curvature_blocks`` (each task one call of ``curvature_rows``)
+CURVATURE_CHUNK = 1024
 
 
 @njit(cache=True, parallel=True)
@@ -32,12 +36,11 @@ def curvature_blocks(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out
 
     Also writes the network output ``f_i`` and ``l'(y_i, f_i)``.
     """
-    n, m = U.shape
-    for i in prange(n):
-        s = np.empty(m)
-        ds = np.empty(m)
-        d2s = np.empty(m)
-        curvature_row(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, i, s, ds, d2s)
+    n = U.shape[0]
+    for c in prange((n + CURVATURE_CHUNK - 1) // CURVATURE_CHUNK):
+        start = c * CURVATURE_CHUNK
+        stop = min(start + CURVATURE_CHUNK, n)
+        curvature_rows(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, start, stop)
 
 
 @njit(cache=True, parallel=True, fastmath=True)
