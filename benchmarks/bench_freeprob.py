@@ -347,6 +347,20 @@ def nodes_before_and_now(repeat):
         )
 
 
+def sweep_times(repeat):
+    """One point (best of ``repeat``) and a point of an 8-point sweep for each sweep law, with
+    the ``rmt`` that is imported: run it with ``PYTHONPATH`` at a worktree of an older commit
+    and without, in turn, for a before/now ratio of the same process kind."""
+    out = {"rmt": rmt.__file__}
+    for name, net, Q, delta in sweep_configs():
+        run_sweep_theory(net, Q, delta)  # compile or load the cache
+        one, _ = best_time(partial(run_sweep_theory, net, Q, delta), repeat)
+        t0 = time.perf_counter()
+        run_sweep_points(net, Q, delta, 8)
+        out[name] = {"one_point_s": one, "point_of_8_s": (time.perf_counter() - t0) / 8}
+    print(json.dumps(out))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, default=1000)
@@ -369,6 +383,12 @@ def main():
         action="store_true",
         help="only the sweep theory with the previous default nodes (200k i.i.d.) and now",
     )
+    parser.add_argument(
+        "--sweep-times",
+        action="store_true",
+        help="only the sweep theory times as JSON (for a before/now run with PYTHONPATH at an "
+        "older worktree)",
+    )
     args = parser.parse_args()
     settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
     threads = set_threads(args.threads)
@@ -381,6 +401,9 @@ def main():
     )
     if args.law_before:
         law_before_and_now(args.repeat)
+        return
+    if args.sweep_times:
+        sweep_times(max(args.repeat, 3))
         return
     if args.nodes_before:
         nodes_before_and_now(args.repeat)
