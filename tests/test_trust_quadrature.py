@@ -171,6 +171,9 @@ def test_kink_counts_follow_a_closed_form_fold():
     expected = np.where(0.4 + outer[:, 0] > 0, 2, 0)
     np.testing.assert_array_equal(counts, expected)
     assert 0 < np.sum(expected == 2) < len(expected)  # both sides of the fold are sampled
+    # a kink function that is zero (of either sign: 0 * negative = -0.0) has no sign change
+    zeros, _ = inner_kink_counts(lambda pts: 0.0 * pts[:, :1] * (pts[:, 1:2] - 0.3), 2)
+    assert not np.any(zeros)
 
 
 def test_network_kinks_are_the_jumps_of_the_curvature(rng):

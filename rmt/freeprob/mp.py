@@ -242,8 +242,9 @@ def _spike_groups(m, zzT):
 
     Each group recomputes ``F_i`` and ``F_i G' F_i`` in its vectorised node loop; the per-node
     kernel that stored them for a product over nodes ran scalar (its stores may alias ``Dv``).
-    ``m = 4``, ``K = 5`` (15 pairs, 32k nodes): groups of 6, 6, 3 take 5.3 ms against 7.6-11.9
-    ms (benchmarks/RESULTS.md, "Free probability")."""
+    ``m = 4``, ``K = 5`` (15 pairs, 32k nodes): groups of 6, 6, 3 took 4.8 ms against 8.2 ms
+    for the per-node kernel and product, in one process (benchmarks/RESULTS.md, "Free
+    probability")."""
     P = zzT.shape[0]
     whole = SPIKE_SUMS.get((m, P), SPIKE_SUMS_WIDE.get((m, P)))
     if whole is not None:

@@ -278,7 +278,8 @@ def inner_kink_counts(kinks, outer_dims, order=FOLD_OUTER_ORDER, n_grid=FOLD_GRI
     z = np.linspace(-L, L, n_grid)
     pts = np.concatenate([np.tile(z, op.shape[0])[:, None], np.repeat(op, n_grid, axis=0)], 1)
     v = np.asarray(kinks(pts)).reshape(op.shape[0], n_grid, -1)
-    changes = np.signbit(v[:, 1:]) != np.signbit(v[:, :-1])
+    pos = v > 0.0  # not signbit: a kink function that is 0 (+0 or -0) has no sign change
+    changes = pos[:, 1:] != pos[:, :-1]
     return changes.sum(axis=(1, 2)), op
 
 
