@@ -347,8 +347,8 @@ def nodes_before_and_now(repeat):
         )
 
 
-def sweep_times(repeat):
-    """One point (best of ``repeat``) and a point of an 8-point sweep for each sweep law, with
+def sweep_times(repeat, n_points):
+    """One point (best of ``repeat``) and a point of an ``n_points`` sweep for each sweep law, with
     the ``rmt`` that is imported: run it with ``PYTHONPATH`` at a worktree of an older commit
     and without, in turn, for a before/now ratio of the same process kind."""
     out = {"rmt": rmt.__file__}
@@ -356,8 +356,8 @@ def sweep_times(repeat):
         run_sweep_theory(net, Q, delta)  # compile or load the cache
         one, _ = best_time(partial(run_sweep_theory, net, Q, delta), repeat)
         t0 = time.perf_counter()
-        run_sweep_points(net, Q, delta, 8)
-        out[name] = {"one_point_s": one, "point_of_8_s": (time.perf_counter() - t0) / 8}
+        run_sweep_points(net, Q, delta, n_points)
+        out[name] = {"one_point_s": one, "sweep_point_s": (time.perf_counter() - t0) / n_points}
     print(json.dumps(out))
 
 
@@ -403,7 +403,7 @@ def main():
         law_before_and_now(args.repeat)
         return
     if args.sweep_times:
-        sweep_times(max(args.repeat, 3))
+        sweep_times(max(args.repeat, 3), args.sweep_points)
         return
     if args.nodes_before:
         nodes_before_and_now(args.repeat)

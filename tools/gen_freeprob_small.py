@@ -204,7 +204,7 @@ def moments_source(m):
 
 
 def _spike_node_lines(m):
-    """The per-node lines the spike kernels share: ``D_i``, ``F_i`` (with the singular-node
+    """The per-node lines of the spike-sum kernels: ``D_i``, ``F_i`` (with the singular-node
     count) and ``T = Gp F_i``; and, by vech pair, the expression of ``vech(F_i Gp F_i)``."""
     body = _loads_d(m) + node_lines(m) + ["bad += det == 0.0"]
     for a in range(m):  # T = Gp F

@@ -181,8 +181,8 @@ class SpikeLaw:
           16) was off by up to 110% at some points and exact at others: ``"auto"`` builds it
           and a ``"qmc"`` law, and keeps the nested one only when its ``E[D]`` and
           ``E[z^2 D]`` lie within 3 standard errors of the ``"qmc"`` ones; where the number of
-          kinks along ``Theta*`` varies between outer nodes (a fold) it builds only the latter.  Noisy or
-          ``k >= 2`` targets with a non-smooth network get ``"qmc"`` nodes.
+          kinks along ``Theta*`` varies between outer nodes (a fold) it builds only the
+          latter.  Noisy or ``k >= 2`` targets with a non-smooth network get ``"qmc"`` nodes.
         - ``"adaptive"`` (explicit, two integration dimensions): two-level adaptive rule, exact
           across kinks to 1e-10 but slow (tens of seconds);
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
@@ -219,13 +219,16 @@ class SpikeLaw:
         # a callable g(z, rng) that uses its rng: one draw of g per Monte Carlo node
         nodes, g_rng = _random_link_nodes(model, nodes, rng)
 
+        def preactivations(pts):  # u = M z + C^T zperp
+            return pts[:, :k] @ M.T + pts[:, k:K] @ C
+
         def curvature(pts):
             y = model.link(pts[:, :k], g_rng)
             y = y + (model.noise * pts[:, K] if model.noise > 0 else 0.0)
-            return net.curvature(pts[:, :k] @ M.T + pts[:, k:K] @ C, y)
+            return net.curvature(preactivations(pts), y)
 
         def kinks(pts):  # noiseless single-index here (the nested rules)
-            return net.kinks(pts[:, :k] @ M.T + pts[:, k:K] @ C, model.link(pts[:, :k], g_rng))
+            return net.kinks(preactivations(pts), model.link(pts[:, :k], g_rng))
 
         nodes = _network_nodes(nodes, model, net, dims, n_mc)
         if nodes == "nested" and order is None and dims == 2:
