@@ -376,8 +376,7 @@ def test_dmft_delta_nn_bisects_to_the_decision_boundary(monkeypatch):
         dmft.dmft_delta_nn(None, None, 2.0, 1.0)
 
 
-@pytest.mark.slow
-@pytest.mark.ci
+@pytest.mark.slow  # 66 s: in `make test-all`, not in CI (the DMFT-against-GD checks stay there)
 def test_dmft_hessian_at_the_plateau_matches_dense_eigh_at_the_simulated_W1():
     """docs/dmft.md 8.9: the Hessian at the DMFT plateau ``t1`` against dense ``eigh`` of the
     Hessian at the simulated ``W1`` (``TrainedPoint``: the same plateau rule), phase retrieval,
