@@ -106,10 +106,12 @@ def _lstsq(A, b):
     return np.linalg.lstsq(A, b, rcond=1e-9)[0]
 
 
-def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=False):
+def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=False, tol=NEWTON_TOL):
     """Newton on ``(vech G, zeta)`` at fixed ``tau``; ``None`` on failure.
 
     ``monotone``: fail as soon as an iteration does not reduce the residual (see ``MPSystem.newton``).
+    ``tol``: the relative residual at which the point counts as converged (``STEP_TOL`` for the
+    points of the continuation that only serve as warm starts).
     """
     g, zeta = mp.vech(G0).astype(float), float(zeta0)
     last = np.inf
@@ -120,7 +122,7 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=Fals
             return None
         c = float(g @ mp.e) / mp.m - tau
         res = max(float(np.max(np.abs(R))) / scale, abs(c) / (abs(tau) + 1e-300))
-        if res <= NEWTON_TOL:
+        if res <= tol:
             try:
                 t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
             except np.linalg.LinAlgError:
@@ -162,12 +164,12 @@ def _start(mp: MPSystem, side):
     return pt
 
 
-def _continuation_step(mp, pt, tau_new, side):
+def _continuation_step(mp, pt, tau_new, side, tol=NEWTON_TOL):
     """One continuation step to ``tau_new`` with a tangent predictor; ``None`` if it fails."""
     dt = tau_new - pt.tau
     G_pred = pt.G + mp.unvech(pt.dG) * dt
     zeta_pred = pt.zeta + pt.h * dt
-    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred, maxit=STEP_MAXIT, monotone=True)
+    new = solve_at_tau(mp, tau_new, G_pred, zeta_pred, maxit=STEP_MAXIT, monotone=True, tol=tol)
     if new is None:
         return None
     moved = np.max(np.abs(new.G - pt.G)) + 1e-300
@@ -178,6 +180,11 @@ def _continuation_step(mp, pt, tau_new, side):
 
 
 POLE_MARGIN = 1e-10
+#: relative residual of the points of the continuation on the way to the edge: they are warm
+#: starts (tangent predictors, ``BulkEdges.branch_lo``), and Newton's quadratic convergence makes
+#: the step from here to ``NEWTON_TOL`` one iteration, which only the edge itself needs
+#: (``_polish``); every other point saves it
+STEP_TOL = 1e-8
 #: a step is accepted only if the corrector moved less than this fraction of the step
 PREDICTOR_TRUST = 0.25
 #: Newton iterations allowed after a tangent predictor (a good one converges in 3-5)
@@ -236,6 +243,45 @@ def _node_reaches_sup(law, side):
     return law.node_range[0] <= far[0] + tol
 
 
+#: a failed step caps the next ones at this fraction of the way to where it failed, until the
+#: continuation is within ``FAIL_NEAR`` (relative) of that point
+FAIL_FRACTION = 0.5
+FAIL_NEAR = 0.25 * FOLD_BRACKET
+
+
+def _cap_by_failure(pt, failed, ratio):
+    """``(failed, ratio to try)``: the step ratio capped by the last failure beyond ``pt``.
+
+    Steps past the fold of a discretised law mostly fail: beyond it the real branch runs into
+    the poles of the extreme nodes.  Without the cap the continuation forgets a failure once the
+    halved step succeeds and aims at the same point again (up to five failures in a row for the
+    m = 4 sweep laws).  With it, the fold lies between ``pt`` and the failure and the steps
+    bisect that interval; once ``pt`` is within ``FAIL_NEAR`` of the failure, the cap is dropped
+    (a step that failed for its length, short of the fold, then stops holding the steps back)."""
+    if failed is None or failed / pt.tau - 1.0 <= 0.0:
+        return None, ratio
+    gap = failed / pt.tau - 1.0
+    if gap <= FAIL_NEAR:
+        return None, ratio
+    return failed, min(ratio, 1.0 + FAIL_FRACTION * gap)
+
+
+def _polish(mp, pt, side):
+    """``pt`` converged to ``NEWTON_TOL``: one or two Newton iterations from a point of the
+    continuation (converged to ``STEP_TOL`` only), nothing for a point that is there already."""
+    if pt.residual <= NEWTON_TOL:
+        return pt
+    new = solve_at_tau(mp, pt.tau, pt.G, pt.zeta)
+    if new is None:
+        raise ConvergenceError(
+            f"extended Newton failed to converge the edge point at tau = {pt.tau:.12g} "
+            f"(residual {pt.residual:.2g})",
+            partial=pt,
+        )
+    new.margin = mp.pole_margin(new.G, side)
+    return new
+
+
 def find_fold(mp: MPSystem, side, max_steps=400):
     """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps, path)``.
 
@@ -253,30 +299,33 @@ def find_fold(mp: MPSystem, side, max_steps=400):
     pt, prev, past = _start(mp, side), None, None  # past: a point known to lie past the fold
     path = [pt]
     tau_b = _tau_bound(mp, side)
-    ratio, steps = 1.5, 0
+    ratio, steps, failed = 1.5, 0, None  # failed: the nearest tau beyond pt where a step failed
     while steps < max_steps:
         steps += 1
-        tau_new = pt.tau * ratio
+        failed, tried = _cap_by_failure(pt, failed, ratio)
+        tau_new = pt.tau * tried
         if tau_b is not None and abs(tau_new) >= abs(tau_b):
             tau_new = tau_b
-        new = _continuation_step(mp, pt, tau_new, side)
-        if new is not None and 0.0 < new.h < H_DROP * pt.h and ratio - 1.0 > FOLD_BRACKET:
+        new = _continuation_step(mp, pt, tau_new, side, tol=STEP_TOL)
+        if new is None and (failed is None or abs(tau_new) < abs(failed)):
+            failed = tau_new
+        if new is not None and 0.0 < new.h < H_DROP * pt.h and tried - 1.0 > FOLD_BRACKET:
             new = None  # h fell too fast: a long step may have landed on another real branch
         if new is None:
-            ratio = _next_ratio(prev, pt, ratio)
+            ratio = _next_ratio(prev, pt, tau_new / pt.tau)
             if ratio - 1.0 < 1e-13:
                 break
             continue
         if new.h <= 0.0:
-            if ratio - 1.0 > FOLD_BRACKET:  # bracket the fold by a short step: no branch jump
-                ratio, past = _bracket_ratio(pt, new.h, ratio), new
+            if tried - 1.0 > FOLD_BRACKET:  # bracket the fold by a short step: no branch jump
+                ratio, past = _bracket_ratio(pt, new.h, tried), new
                 continue
-            return _refine(mp, pt, new, side), "fold", steps, path
+            return _polish(mp, _refine(mp, pt, new, side), side), "fold", steps, path
         prev, pt = pt, new
         path.append(pt)
         if pt.margin < POLE_MARGIN:
             if _node_reaches_sup(mp.law, side):
-                return pt, "pole", steps, path
+                return _polish(mp, pt, side), "pole", steps, path
             raise EdgeNotDetermined(
                 f"the bulk edge on the {'left' if side < 0 else 'right'} is not determined: the "
                 f"real branch reached a pole of the extreme node (zeta = {pt.zeta:.6g}) before "
@@ -286,7 +335,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
                 partial=pt,
             )
         if tau_b is not None and tau_new == tau_b:
-            return pt, "boundary", steps, path
+            return _polish(mp, pt, side), "boundary", steps, path
         ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
         if past is not None and past.tau / pt.tau > 1.0:  # no longer step than to the fold
             ratio = min(ratio, _bracket_ratio(pt, past.h, past.tau / pt.tau))

@@ -23,6 +23,10 @@ from .spectrum import check_law, continue_real_branch, real_branch_start, side_e
 
 SIDES = {"left": -1, "right": 1}
 EDGE_RESOLUTION = 1e-9  # roots closer than this (relative) to the edge are not outliers
+#: outward continuation steps allowed, relative to the distance from the edge (``RealBranch``)
+OUTWARD_STEP = 1e-2
+#: relative tolerance of a root of ``mu_j`` (the Newton correction, or its quadratic prediction)
+ROOT_RTOL = 1e-14
 
 
 @dataclass
@@ -76,16 +80,27 @@ class RealBranch:
 
     def state(self, lam):
         """``G(lam)`` by continuation towards the edge from the nearest known point that lies
-        farther from it than ``lam``.  Never outwards: near the fold the unphysical real branch
-        is close by, and a step away from the edge can land on it (it then gives outliers that
-        do not exist, e.g. at delta = 0.335 for the softplus/Huber population point)."""
+        farther from it than ``lam``, or outward from one by a short step (``_may_start``).
+        Never a long step outwards: near the fold the unphysical real branch is close by, and a
+        step away from the edge can land on it (it then gives outliers that do not exist, e.g.
+        at delta = 0.335 for the softplus/Huber population point)."""
         if lam == self.edge:
             return None
-        far = [p for p in self.points if self.side * (p.zeta.real - lam) >= 0]
+        far = [p for p in self.points if self._may_start(p, lam)]
         start = min(far, key=lambda p: abs(p.zeta.real - lam)) if far else self.points[0]
         st, _ = continue_real_branch(self.mp, start, lam, self.side)
         self.points.append(st)
         return st
+
+    def _may_start(self, p, lam):
+        """Whether the continuation to ``lam`` may start from the point ``p``: ``p`` lies farther
+        from the edge, or ``lam`` lies outward of it by at most ``OUTWARD_STEP`` of its distance to
+        the edge.  The physical and the unphysical real branch part like the square root of that
+        distance, while the tangent predictor errs by the square of the step: such a step stays on
+        the branch it starts from.  (The Newton iterates of ``_root`` move outward by such steps
+        as they converge: from the farther point they cost two or three passes more.)"""
+        out = self.side * (p.zeta.real - lam)
+        return out >= 0 or -out <= OUTWARD_STEP * abs(p.zeta.real - self.edge)
 
     def S(self, lam):
         """``S_lambda`` and ``S'_lambda`` as ``Km x Km`` symmetric matrices (cached by ``lam``)."""
@@ -123,7 +138,7 @@ def _root(branch: RealBranch, j, mu_edge):
         edge,
         far,
     )  # mu_j has the outward sign at inner, the inward one at outer
-    lam = far
+    lam, last = far, None  # last: the previous Newton correction (None after a bisection)
     for it in range(1, 200):
         S, Sp = branch.S(lam)
         vals, vecs = np.linalg.eigh(S)
@@ -137,12 +152,20 @@ def _root(branch: RealBranch, j, mu_edge):
         # bracket end to rounding, and bisecting there would throw the converged root away
         if mu == 0.0:
             return lam, it
-        if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)):
+        tol = ROOT_RTOL * (1.0 + abs(lam))
+        step = abs(nxt - lam)
+        if step <= tol:
             return nxt, it
         if not (min(inner, outer) < nxt < max(inner, outer)):
-            nxt = 0.5 * (inner + outer)
-            if abs(nxt - lam) <= 1e-14 * (1.0 + abs(lam)):
+            nxt, last = 0.5 * (inner + outer), None
+            if abs(nxt - lam) <= tol:
                 return nxt, it
+        else:
+            # quadratic convergence: the next correction is about rate * step^2, with the rate
+            # from the last two; below the tolerance, nxt is the root and needs no evaluation
+            if last is not None and step < 0.1 * last and step**3 / last**2 <= 0.1 * tol:
+                return nxt, it
+            last = step
         lam = nxt
     raise ConvergenceError(f"the root of the {j}-th eigenvalue of S did not converge")
 

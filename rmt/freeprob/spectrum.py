@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .edges import STEP_MAXIT, BulkEdges, find_fold
+from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
 from .law import SpikeLaw
-from .mp import NEWTON_MAXIT, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
+from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
 
 
 def check_law(law):
@@ -143,10 +143,17 @@ def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
     """Continuation along the real branch from ``start`` to ``target`` (same side, outside)."""
     st, total = start, 0
     step = target - st.zeta.real
+    if step == 0 and st.residual > NEWTON_TOL:  # a warm start converged to STEP_TOL only
+        st = mp.newton(target, st.G)
+        if st is None:
+            raise ConvergenceError(f"Newton failed at the branch point {target}", partial=start)
+        return st, st.iterations
     while st.zeta.real != target:
         nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
         Gp = mp.tangent(st)
-        new = mp.newton(nxt, st.G + Gp * (nxt - st.zeta.real), maxit=STEP_MAXIT, monotone=True)
+        tol = NEWTON_TOL if nxt == target else STEP_TOL  # the way there needs no more
+        pred = st.G + Gp * (nxt - st.zeta.real)
+        new = mp.newton(nxt, pred, maxit=STEP_MAXIT, monotone=True, tol=tol)
         if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):

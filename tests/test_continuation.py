@@ -1,0 +1,130 @@
+"""The economical continuation (issue 15: edges and outliers in fewer passes) against references
+that walk the real branch without its shortcuts.
+
+- The edge: the extremum of ``zeta(tau)`` along the real branch, located by a walk of short
+  steps each converged to ``NEWTON_TOL`` and a bounded scalar minimiser over the last bracket.
+  ``find_fold`` converges its way points to ``STEP_TOL`` only, caps its steps after a failure
+  and polishes the edge point: it must return the same edge, converged to ``NEWTON_TOL``.
+- The outliers: at each one, ``G(lambda)`` solved afresh from far (``rmt.stieltjes``) makes
+  ``S_lambda`` singular, and the overlaps from that ``G`` are those returned (the roots used
+  warm starts a short step outward and stopped on the quadratic prediction of the correction).
+- A way point converged to ``STEP_TOL`` only is converged to ``NEWTON_TOL`` when the
+  continuation of the outliers starts from it at its own ``zeta``.
+- A ``"boundary"`` edge (the last way point) against the closed-form m = 1 inverse.
+"""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+
+import rmt
+from rmt.freeprob import edges as edges_module
+from rmt.freeprob.mp import NEWTON_TOL, MPSystem
+from rmt.freeprob.spectrum import continue_real_branch
+
+PHASE = rmt.MultiIndexModel("phase_retrieval")
+
+
+def sweep_law(m, n_qmc=4096):
+    """The ``rmt sweep`` default network (softplus, Huber threshold 1) at a generic ``Q``: QMC
+    nodes, whose discrete extreme nodes make the branch past the fold hard to follow."""
+    A = np.random.default_rng(0).standard_normal((m, m)) * 0.3
+    Q = A @ A.T + 0.05 * np.eye(m)
+    net = rmt.TwoLayerNet(m, "softplus", "huber", huber_delta=1.0)
+    return rmt.SpikeLaw.from_network(PHASE, net, Q, nodes="qmc", n_qmc=n_qmc)
+
+
+def walked_edge(mp, side):
+    """The edge (before the shift) by short steps along ``tau``, each to ``NEWTON_TOL``."""
+    pt = edges_module._start(mp, side)
+
+    def step(src, tau):
+        dt = tau - src.tau
+        return edges_module.solve_at_tau(
+            mp, tau, src.G + mp.unvech(src.dG) * dt, src.zeta + src.h * dt
+        )
+
+    ratio = 1.05
+    while True:
+        new = step(pt, pt.tau * ratio)
+        if new is None:  # the branch is hard to follow here: shorter steps
+            ratio = 1.0 + 0.2 * (ratio - 1.0)
+            assert ratio - 1.0 > 1e-9, "the reference walk stalled"
+            continue
+        if new.h <= 0.0:
+            break
+        pt = new
+    a, b = pt.tau, new.tau
+    res = minimize_scalar(
+        lambda t: side * step(pt, t).zeta,
+        bounds=(min(a, b), max(a, b)),
+        method="bounded",
+        options={"xatol": 1e-11 * abs(a)},
+    )
+    return side * res.fun
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+def test_edges_equal_the_extremum_of_zeta_along_a_walk_of_short_steps(m):
+    law = sweep_law(m)
+    delta = 4.0
+    edges = rmt.bulk_edges(law, delta)
+    assert edges.lo_kind == edges.hi_kind == "fold"
+    assert edges.residual <= NEWTON_TOL
+    mp = MPSystem(law, delta)
+    for side, edge in ((-1, edges.lo), (1, edges.hi)):
+        ref = walked_edge(mp, side) + law.shift
+        assert abs(edge - ref) <= 1e-11 * abs(ref), (side, edge, ref)
+
+
+@pytest.mark.parametrize("m,delta", [(2, 12.0), (4, 4.0)])
+def test_outliers_make_S_singular_at_a_freshly_solved_G(m, delta):
+    law = sweep_law(m)
+    edges = rmt.bulk_edges(law, delta)
+    found = rmt.outliers(law, delta, side="left", edges=edges)
+    assert len(found) >= 1
+    mp = MPSystem(law, delta)
+    for o in found:
+        lam = o.value - law.shift
+        G = np.asarray(rmt.stieltjes(law, delta, o.value, edges=edges)).real
+        st = mp.newton(lam, G)
+        ES, ESp = mp.spike_matrices(st.G, mp.tangent(st))
+        eye = np.eye(ES.shape[0])
+        vals, vecs = np.linalg.eigh(ES - lam * eye)
+        j = int(np.argmin(np.abs(vals)))
+        # mu_j falls at a rate of about 1 in lambda: a root to 1e-12 leaves mu_j that small
+        assert abs(vals[j]) <= 1e-12 * (law.scale + abs(lam)), (o.value, vals[j])
+        A = vecs[:, j]
+        overlap = 1.0 / float(A @ ((ESp / delta + eye) @ A))
+        assert abs(overlap - o.overlap_spike) <= 1e-9, (overlap, o.overlap_spike)
+
+
+def test_a_way_point_converged_loosely_is_polished_when_targeted():
+    law = sweep_law(3)
+    delta = 4.0
+    edges = rmt.bulk_edges(law, delta)
+    loose = [p for p in edges.branch_lo if p.residual > NEWTON_TOL]
+    assert loose, "every way point is converged to NEWTON_TOL: nothing to polish"
+    mp = MPSystem(law, delta)
+    p = loose[-1]
+    st, _ = continue_real_branch(mp, p, p.zeta, -1)
+    assert st.residual <= NEWTON_TOL
+    fresh = np.asarray(rmt.stieltjes(law, delta, p.zeta + law.shift, edges=edges)).real
+    np.testing.assert_allclose(st.G, fresh, rtol=1e-11, atol=1e-11 * np.abs(fresh).max())
+
+
+def test_a_boundary_edge_is_the_closed_form_inverse_at_the_bound():
+    """``T = (y - 1) / (y + 1)`` reaches its supremum 1 only as ``y -> inf``; with the exact
+    ``T_bounds`` the right edge at ``delta = 0.5`` ends the branch where ``1 + tau sup T /
+    delta`` vanishes (kind ``"boundary"``).  There ``zeta = -1/tau + E[T / (1 + T tau /
+    delta)]`` (the m = 1 inverse), summed here over the law's nodes: the edge is the last way
+    point of the continuation, which converges to ``STEP_TOL`` only, polished to ``NEWTON_TOL``
+    (for m = 1 Newton's last step lands far below both)."""
+    law = rmt.SpikeLaw.spectral(PHASE, lambda y: (y - 1) / (y + 1), T_bounds=(-1.0, 1.0))
+    delta = 0.5
+    edges = rmt.bulk_edges(law, delta)
+    assert edges.hi_kind == "boundary"
+    tau = -delta / 1.0
+    T, w = law.D[:, 0, 0], law.weights
+    ref = -1.0 / tau + float(w @ (T / (1.0 + T * tau / delta))) + law.shift
+    assert abs(edges.hi - ref) <= 1e-13 * abs(ref), (edges.hi, ref)
