@@ -20,7 +20,7 @@ from rmt.freeprob import mp as mp_module
 from rmt.freeprob import nodes as nodes_module
 from rmt.freeprob.mp import MPSystem
 from rmt.freeprob.spectrum import _continue_complex, _physical
-from rmt.kernels._generated.freeprob_small import MOMENTS, MOMENTS_COMPLEX, SPIKE_SUMS_WIDE
+from rmt.kernels._generated.freeprob_small import MOMENTS, MOMENTS_COMPLEX, SPIKE_NODES
 from rmt.kernels.freeprob import mp_moments
 
 from .test_freeprob_kernels import numpy_moments
@@ -130,39 +130,48 @@ def test_density_matches_the_previous_implementation(m, monkeypatch):
     assert ref.max() > 0.5 / (hi - lo)  # the grid crosses the bulk, not only its outside
 
 
-def test_wide_spike_sums_match_nodes_and_numpy(rng):
-    """``m = 3``, ``K = 4`` (10 weight rows) fused against per-node ``F``, ``F G' F`` and numpy."""
-    m, n_pairs = 3, 10
+@pytest.mark.parametrize("m", WIDTHS)
+def test_spike_nodes_match_numpy_in_their_block_workspace(m, rng):
+    """``SPIKE_NODES``: per-node ``vech F``, ``vech F G' F`` in the block workspace against
+    numpy solves (1001 nodes: the last block padded), the padding zero, and the batched
+    product over blocks against ``ZZ @ V^T``."""
+    n_pairs = 10
     D, w, ia, ib, Dv = nodes(m, rng, 1001)
     B = rng.standard_normal((m, m))
     G = -0.2 * (B @ B.T / m + np.eye(m))
     Gp = G @ G
     ZZ = rng.standard_normal((n_pairs, D.shape[0])) / D.shape[0]
-    Y = np.empty((n_pairs, 2 * ia.size))
-    assert SPIKE_SUMS_WIDE[(m, n_pairs)](Dv, ZZ, G, Gp, 1 / 3, Y) == 0
+    W, blocks, ZZb = mp_module._spike_workspace(Dv, ZZ)
+    assert SPIKE_NODES[m](W, blocks.shape[0], G, Gp, 1 / 3) == 0
+    p = ia.size
     F = np.linalg.solve(np.eye(m) + D @ G / 3, D)
-    V = np.concatenate([F[:, ia, ib].T, (F @ Gp @ F)[:, ia, ib].T])
-    np.testing.assert_allclose(Y, ZZ @ V.T, rtol=1e-12, atol=1e-12 * np.abs(ZZ @ V.T).max())
+    V = np.concatenate([F[:, ia, ib].T, (F @ Gp @ F)[:, ia, ib].T])  # 2p x N
+    got = blocks[:, p:, :].transpose(1, 0, 2).reshape(2 * p, -1)
+    N = D.shape[0]
+    np.testing.assert_allclose(got[:, :N], V, rtol=1e-12, atol=1e-12 * np.abs(V).max())
+    assert not np.any(got[:, N:])
+    Y = np.matmul(ZZb, blocks[:, p:, :].transpose(0, 2, 1)).sum(axis=0)
+    ref = ZZ @ V.T
+    np.testing.assert_allclose(Y, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
 
 
-def test_outliers_with_wide_fused_sums_match_the_two_pass_form(monkeypatch):
-    """An ``m = 3`` Monte-Carlo law (``K = 4``): outliers with the fused sums against the
-    per-node kernel followed by the blocked product, and against the generic loops."""
-    net = rmt.TwoLayerNet(3, "softplus", "huber", huber_delta=1.0)
-    W = np.random.default_rng(5).standard_normal((20, 3)) * 0.4
+@pytest.mark.parametrize("m,K", [(3, 4), (4, 5)])
+def test_outliers_with_the_spike_node_kernels_match_the_generic_loops(m, K, monkeypatch):
+    """Monte-Carlo laws with ``K = 4, 5`` (10 and 15 weight rows: the per-node kernels and the
+    batched product) against the generic Numba loops of ``m > 4``."""
+    net = rmt.TwoLayerNet(m, "softplus", "huber", huber_delta=1.0)
+    W = np.random.default_rng(5).standard_normal((20, m)) * 0.4
     law = rmt.SpikeLaw.from_network(
         rmt.MultiIndexModel("phase_retrieval"), net, W.T @ W, nodes="monte_carlo", n_mc=4000
     )
-    assert law.K == 4 and MPSystem(law, 3.0).unrolled
+    assert law.K == K and MPSystem(law, 3.0).unrolled
     out = rmt.outliers(law, 3.0, side="left")
     with monkeypatch.context() as patch:
-        patch.setattr(mp_module, "SPIKE_SUMS_WIDE", {})
-        two_pass = rmt.outliers(law, 3.0, side="left")
         patch.setattr(mp_module, "MOMENTS", {})  # m > 4 path: the generic Numba loops
         generic = rmt.outliers(law, 3.0, side="left")
-    assert len(out) == len(two_pass) == len(generic) > 0
-    for a, b, c in zip(out, two_pass, generic):
-        assert abs(a.value - b.value) < 1e-11 and abs(a.value - c.value) < 1e-10
+    assert len(out) == len(generic) > 0
+    for a, c in zip(out, generic):
+        assert abs(a.value - c.value) < 1e-10
         assert abs(a.overlap_theta - c.overlap_theta) < 1e-8
 
 
@@ -439,3 +448,23 @@ def test_sweep_builds_the_population_law_once_and_predicts_as_from_its_own_W(mon
         ref = theory_module.theory_at(law, delta, config.n_eigs)
         for key in ("edge_lo", "edge_hi", "bottom"):  # nan: an edge not determined in both
             assert np.isclose(th[key], ref[key], rtol=1e-9, atol=0.0, equal_nan=True)
+
+
+def test_spike_node_workspace_is_per_thread():
+    """The workspace of ``SPIKE_NODES`` is cached per law and thread (the kernel writes into
+    it): outliers of one law solved in four threads at once equal the serial ones exactly."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    net = rmt.TwoLayerNet(3, "softplus", "huber", huber_delta=1.0)
+    W = np.random.default_rng(5).standard_normal((20, 3)) * 0.4
+    law = rmt.SpikeLaw.from_network(
+        rmt.MultiIndexModel("phase_retrieval"), net, W.T @ W, nodes="monte_carlo", n_mc=4000
+    )
+    deltas = [2.5, 3.0, 3.5, 4.0]
+    serial = [[o.value for o in rmt.outliers(law, dl, side="left")] for dl in deltas]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(
+            pool.map(lambda dl: [o.value for o in rmt.outliers(law, dl, side="left")], deltas)
+        )
+    assert threaded == serial and any(serial)
+    assert len(mp_module._SPIKE_WORKSPACES[law]) >= 2

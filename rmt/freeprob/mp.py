@@ -9,6 +9,8 @@ symmetric for complex ``zeta``).  The residual is ``R(G) = -zeta I + E[F] - G^{-
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +20,9 @@ from ..kernels._generated.freeprob_small import (
     MOMENTS,
     MOMENTS_COMPLEX,
     PIVOTS,
+    SPIKE_BLOCK,
+    SPIKE_NODES,
     SPIKE_SUMS,
-    SPIKE_SUMS_WIDE,
 )
 from ..kernels.freeprob import (
     min_pd_pivot,
@@ -201,28 +204,35 @@ class MPSystem:
 
     def _spike_matrices_unrolled(self, G, Gp):
         """``spike_matrices`` from the sums of ``vech F``, ``vech F G' F`` weighted by
-        ``w zhat_q zhat_r`` (``q <= r``), in the node loop of the fused kernels: one call for
-        ``K <= 3`` (and ``SPIKE_SUMS_WIDE``), else one per group of pairs (``_spike_groups``)."""
+        ``w zhat_q zhat_r`` (``q <= r``): for ``K <= 3`` summed in the node loop of one fused
+        kernel, beyond that (10 or 15 pairs) from the per-node terms of ``SPIKE_NODES`` in
+        their block workspace and one batched product over the blocks (``_spike_workspace``)."""
         if self._spike_layout is None:
             K, m = self.law.K, self.m
             qa, qb = np.triu_indices(K)
-            zz = self.w[:, None] * self.zhat[:, qa] * self.zhat[:, qb]
             tri_k, tri_m = np.zeros((K, K), int), np.zeros((m, m), int)
             tri_k[qa, qb] = tri_k[qb, qa] = np.arange(qa.size)
             tri_m[self.ia, self.ib] = tri_m[self.ib, self.ia] = np.arange(self.ia.size)
             rows = np.repeat(tri_k, m, axis=0).repeat(m, axis=1)  # (q, r) of entry (qm+a, rm+b)
             cols = np.tile(tri_m, (K, K))  # (a, b)
-            self._spike_layout = (_spike_groups(self.m, np.ascontiguousarray(zz.T)), rows, cols)
-        groups, rows, cols = self._spike_layout
+            fused = SPIKE_SUMS.get((m, qa.size))
+            if fused is not None:
+                zz = self.w[:, None] * self.zhat[:, qa] * self.zhat[:, qb]
+                sums = (fused, np.ascontiguousarray(zz.T))
+            else:
+                sums = (None, _cached_workspace(self.law, self.Dv, self.w, self.zhat))
+            self._spike_layout = (sums, rows, cols)
+        (fused, data), rows, cols = self._spike_layout
         p = self.Dv.shape[0]
         G = np.ascontiguousarray(G, dtype=float)
         Gp = np.ascontiguousarray(Gp, dtype=float)
-        Y, bad = [], 0
-        for fused, zz_group, n_rows in groups:
-            Yg = np.empty((zz_group.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
-            bad += fused(self.Dv, zz_group, G, Gp, 1.0 / self.delta, Yg)
-            Y.append(Yg[:n_rows])
-        Y = Y[0] if len(Y) == 1 else np.concatenate(Y)
+        if fused is not None:
+            Y = np.empty((data.shape[0], 2 * p))  # (pairs q <= r) x (vech F, vech F G' F)
+            bad = fused(self.Dv, data, G, Gp, 1.0 / self.delta, Y)
+        else:
+            W, blocks, ZZ = data
+            bad = SPIKE_NODES[self.m](W, blocks.shape[0], G, Gp, 1.0 / self.delta)
+            Y = np.matmul(ZZ, blocks[:, p:, :].transpose(0, 2, 1)).sum(axis=0)
         if bad:
             raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
         return Y[rows, cols], Y[rows, p + cols]
@@ -234,29 +244,37 @@ class MPSystem:
         return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0
 
 
-def _spike_groups(m, zzT):
-    """The weight rows ``zzT`` (pairs x nodes) in groups that fused kernels take: all at once
-    when a kernel of that width exists, else groups of the widest fused width, the last one
-    padded with zero rows to the narrowest fused width that holds it.  ``[(kernel, rows,
-    used rows)]``.
+#: the block workspaces of ``SPIKE_NODES`` by law and thread: a law's nodes do not change, and
+#: building the workspace anew for each solve (fresh pages, the copies) cost 6-22 ms on the sweep
+#: laws of m = 3, 4 (32k nodes), more than the spike sums of a whole sweep point save
+_SPIKE_WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    Each group recomputes ``F_i`` and ``F_i G' F_i`` in its vectorised node loop; the per-node
-    kernel that stored them for a product over nodes ran scalar (its stores may alias ``Dv``).
-    ``m = 4``, ``K = 5`` (15 pairs, 32k nodes): groups of 6, 6, 3 took 4.8 ms against 8.2 ms
-    for the per-node kernel and product, in one process (benchmarks/RESULTS.md, "Free
-    probability")."""
-    P = zzT.shape[0]
-    whole = SPIKE_SUMS.get((m, P), SPIKE_SUMS_WIDE.get((m, P)))
-    if whole is not None:
-        return [(whole, zzT, P)]
-    widths = sorted(w for (mm, w) in SPIKE_SUMS if mm == m)
-    groups, start = [], 0
-    while start < P:
-        left = P - start
-        width = widths[-1] if left >= widths[-1] else min(w for w in widths if w >= left)
-        rows = min(width, left)
-        block = np.zeros((width, zzT.shape[1]))
-        block[:rows] = zzT[start : start + rows]
-        groups.append((SPIKE_SUMS[(m, width)], block, rows))
-        start += rows
-    return groups
+
+def _cached_workspace(law, Dv, w, zhat):
+    """``_spike_workspace`` of ``law``'s nodes, built once per law and thread (the kernel writes
+    its outputs into it: threads solving the same law each get their own)."""
+    per_law = _SPIKE_WORKSPACES.setdefault(law, {})
+    key = threading.get_ident()
+    if key not in per_law:
+        qa, qb = np.triu_indices(zhat.shape[1])
+        per_law[key] = _spike_workspace(Dv, (w[:, None] * zhat[:, qa] * zhat[:, qb]).T)
+    return per_law[key]
+
+
+def _spike_workspace(Dv, zzT):
+    """``(W, blocks, ZZ)`` for ``SPIKE_NODES``: the flat workspace ``W`` and its view
+    ``blocks`` (``n_blocks x 3p x SPIKE_BLOCK``) with ``vech D`` in the first ``p`` rows of each
+    block, and the weight rows ``zzT`` (pairs x nodes) as ``ZZ`` (``n_blocks x pairs x
+    SPIKE_BLOCK``).  The last block is padded with ``D = 0`` nodes of weight 0 (their ``F`` is
+    0, their system ``I`` regular)."""
+    p, N = Dv.shape
+    n_blocks = -(-N // SPIKE_BLOCK)
+    W = np.zeros(n_blocks * 3 * p * SPIKE_BLOCK)
+    blocks = W.reshape(n_blocks, 3 * p, SPIKE_BLOCK)
+    pad = np.zeros((p, n_blocks * SPIKE_BLOCK))
+    pad[:, :N] = Dv
+    blocks[:, :p, :] = pad.reshape(p, n_blocks, SPIKE_BLOCK).transpose(1, 0, 2)
+    zpad = np.zeros((zzT.shape[0], n_blocks * SPIKE_BLOCK))
+    zpad[:, :N] = zzT
+    ZZ = np.ascontiguousarray(zpad.reshape(zzT.shape[0], n_blocks, SPIKE_BLOCK).transpose(1, 0, 2))
+    return W, blocks, ZZ
