@@ -217,8 +217,7 @@ class MPSystem:
             cols = np.tile(tri_m, (K, K))  # (a, b)
             fused = SPIKE_SUMS.get((m, qa.size))
             if fused is not None:
-                zz = self.w[:, None] * self.zhat[:, qa] * self.zhat[:, qb]
-                sums = (fused, np.ascontiguousarray(zz.T))
+                sums = (fused, _weight_rows(self.w, self.zhat))
             else:
                 sums = (None, _cached_workspace(self.law, self.Dv, self.w, self.zhat))
             self._spike_layout = (sums, rows, cols)
@@ -256,9 +255,15 @@ def _cached_workspace(law, Dv, w, zhat):
     per_law = _SPIKE_WORKSPACES.setdefault(law, {})
     key = threading.get_ident()
     if key not in per_law:
-        qa, qb = np.triu_indices(zhat.shape[1])
-        per_law[key] = _spike_workspace(Dv, (w[:, None] * zhat[:, qa] * zhat[:, qb]).T)
+        per_law[key] = _spike_workspace(Dv, _weight_rows(w, zhat))
     return per_law[key]
+
+
+def _weight_rows(w, zhat):
+    """The weight rows ``w zhat_q zhat_r`` of the spike sums, one per pair ``q <= r`` in
+    ``np.triu_indices`` order (pairs x nodes, C-contiguous)."""
+    qa, qb = np.triu_indices(zhat.shape[1])
+    return np.ascontiguousarray((w[:, None] * zhat[:, qa] * zhat[:, qb]).T)
 
 
 def _spike_workspace(Dv, zzT):
