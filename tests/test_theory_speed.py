@@ -468,3 +468,44 @@ def test_spike_node_workspace_is_per_thread():
         )
     assert threaded == serial and any(serial)
     assert len(mp_module._SPIKE_WORKSPACES[law]) >= 2
+
+
+def test_checked_lu_solve_matches_numpy_and_flags_a_singular_matrix(rng):
+    """``lu_solve_checked`` against ``np.linalg.solve``; on a bordered matrix made singular (two
+    equal sectors), ``_lstsq`` falls back to the minimum-norm solution of ``pinv``."""
+    from rmt.freeprob.edges import LU_PIVOT_RATIO, _lstsq
+    from rmt.kernels.freeprob import lu_solve_checked
+
+    for n in (1, 4, 11, 16):
+        A = rng.standard_normal((n, n)) + n * np.eye(n)
+        b = rng.standard_normal(n)
+        x = np.empty(n)
+        assert lu_solve_checked(A, b, x) >= LU_PIVOT_RATIO
+        np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(_lstsq(A, b), x, rtol=0, atol=0)
+    A = rng.standard_normal((6, 6))
+    A[:, 3] = A[:, 2]  # rank 5
+    b = A @ rng.standard_normal(6)  # consistent
+    x = np.empty(6)
+    assert lu_solve_checked(A, b, x) < LU_PIVOT_RATIO
+    np.testing.assert_allclose(_lstsq(A, b), np.linalg.pinv(A) @ b, rtol=1e-9, atol=1e-11)
+
+
+def test_node_arrays_are_shared_by_the_systems_of_a_law_and_follow_new_nodes(rng):
+    """Every ``MPSystem`` of a law reads one copy of its node arrays; a law given new nodes
+    gets new arrays, and its moments then equal those of a fresh law with those nodes."""
+    D, w, ia, ib, _ = nodes(3, rng, 500)
+    D = D + 2.0 * np.eye(3)  # definite: no node system near a pole at G = -0.3 I
+    zhat = rng.standard_normal((500, 2))
+    law = rmt.SpikeLaw(zhat, D, w)
+    a, b = MPSystem(law, 2.0), MPSystem(law, 5.0)
+    assert a.Dv is b.Dv and a.D is b.D
+    G = -0.3 * np.eye(3)
+    D2 = 0.5 * D
+    law.D = D2
+    c = MPSystem(law, 2.0)
+    assert c.D is not a.D
+    fresh = MPSystem(rmt.SpikeLaw(zhat, D2, w), 2.0)
+    for got, ref in zip(c.moments(G)[:2], fresh.moments(G)[:2]):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=0)
+    np.testing.assert_allclose(c.moments(G)[0], numpy_moments(D2, w, G, 0.5, ia, ib)[0], rtol=RTOL)

@@ -68,12 +68,9 @@ class MPSystem:
         self.m = m = law.m
         self.ia, self.ib = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(m))
         self.e = (self.ia == self.ib).astype(np.float64)  # vech(I)
-        self.D = np.ascontiguousarray(law.D)
-        self.w = np.ascontiguousarray(law.weights)
-        self.zhat = np.ascontiguousarray(law.zhat)
         #: unrolled kernels for m <= 4 read vech(D_i) node-last (``Dv[u, i]``)
         self.unrolled = m in MOMENTS
-        self.Dv = np.ascontiguousarray(self.D[:, self.ia, self.ib].T) if self.unrolled else None
+        self.D, self.w, self.zhat, self.Dv = _node_arrays(law, self.unrolled)
         self._spike_layout = None
 
     # -- symmetric coordinates ---------------------------------------------------------
@@ -217,7 +214,7 @@ class MPSystem:
             cols = np.tile(tri_m, (K, K))  # (a, b)
             fused = SPIKE_SUMS.get((m, qa.size))
             if fused is not None:
-                sums = (fused, _weight_rows(self.w, self.zhat))
+                sums = (fused, _cached_weight_rows(self.law, self.w, self.zhat))
             else:
                 sums = (None, _cached_workspace(self.law, self.Dv, self.w, self.zhat))
             self._spike_layout = (sums, rows, cols)
@@ -243,6 +240,30 @@ class MPSystem:
         return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0
 
 
+#: the node arrays of a law as the kernels read them, by law: every ``MPSystem`` of a sweep point
+#: (edges, outliers, at each delta) reads the same nodes, and the node-last copy ``Dv`` cost
+#: 1.3 ms per system for the m = 4 sweep law (32k nodes)
+_NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _node_arrays(law, unrolled):
+    """``(D, w, zhat, Dv)`` of ``law``, contiguous, with ``Dv = vech(D_i)`` node-last (``None``
+    unless ``unrolled``); built once per law and kept while ``law.D``, ``law.weights`` and
+    ``law.zhat`` are the same objects."""
+    sources = (law.D, law.weights, law.zhat)
+    kept = _NODE_ARRAYS.get(law)
+    if kept is not None and all(a is b for a, b in zip(kept[0], sources)):
+        return kept[1]
+    D, w, zhat = (np.ascontiguousarray(a) for a in sources)
+    Dv = None
+    if unrolled:
+        ia, ib = np.triu_indices(D.shape[1])
+        Dv = np.ascontiguousarray(D[:, ia, ib].T)
+    arrays = (D, w, zhat, Dv)
+    _NODE_ARRAYS[law] = (sources, arrays)
+    return arrays
+
+
 #: the block workspaces of ``SPIKE_NODES`` by law and thread: a law's nodes do not change, and
 #: building the workspace anew for each solve (fresh pages, the copies) cost 6-22 ms on the sweep
 #: laws of m = 3, 4 (32k nodes), more than the spike sums of a whole sweep point save
@@ -257,6 +278,19 @@ def _cached_workspace(law, Dv, w, zhat):
     if key not in per_law:
         per_law[key] = _spike_workspace(Dv, _weight_rows(w, zhat))
     return per_law[key]
+
+
+#: the weight rows of the fused spike kernels (K <= 3) by law: read-only, shared by threads
+_WEIGHT_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached_weight_rows(law, w, zhat):
+    """``_weight_rows`` of ``law``'s nodes, built once per law (for the m = 1 sweep law, 212k
+    nodes, the copy took longer than a spike sum)."""
+    kept = _WEIGHT_ROWS.get(law)
+    if kept is None or kept[0] is not zhat or kept[1] is not w:
+        kept = _WEIGHT_ROWS[law] = (zhat, w, _weight_rows(w, zhat))
+    return kept[2]
 
 
 def _weight_rows(w, zhat):

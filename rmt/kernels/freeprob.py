@@ -337,3 +337,45 @@ def mp_residual(EF, JF, G, zeta, inv_delta, ia, ib, R, J):
         for Q in range(p):
             J[P, Q] = _vech_pair(Ginv, a, b, ia[Q], ib[Q]) - JF[P, Q] * inv_delta
     return True, 1.0 + abs(zeta) + ginv_max + ef_max, ginv_max
+
+
+@njit(cache=True)
+def lu_solve_checked(A, b, x):
+    """``x = A^{-1} b`` for a small real square ``A`` by Gaussian elimination with partial
+    pivoting (``A`` and ``b`` are not changed).  Returns the ratio of the smallest to the largest
+    pivot magnitude (0 when a pivot is exactly zero; then ``x`` is not valid): the caller falls
+    back to a truncated least-squares solve when it is small."""
+    n = A.shape[0]
+    M = np.empty((n, n))
+    for r in range(n):
+        x[r] = b[r]
+        for c in range(n):
+            M[r, c] = A[r, c]
+    small, large = np.inf, 0.0
+    for c in range(n):
+        piv = c
+        best = abs(M[c, c])
+        for r in range(c + 1, n):
+            if abs(M[r, c]) > best:
+                best = abs(M[r, c])
+                piv = r
+        if best == 0.0:
+            return 0.0
+        small, large = min(small, best), max(large, best)
+        if piv != c:
+            for t in range(n):
+                M[c, t], M[piv, t] = M[piv, t], M[c, t]
+            x[c], x[piv] = x[piv], x[c]
+        inv = 1.0 / M[c, c]
+        for r in range(c + 1, n):
+            f = M[r, c] * inv
+            if f != 0.0:
+                for t in range(c + 1, n):
+                    M[r, t] -= f * M[c, t]
+                x[r] -= f * x[c]
+    for r in range(n - 1, -1, -1):
+        s = x[r]
+        for t in range(r + 1, n):
+            s -= M[r, t] * x[t]
+        x[r] = s / M[r, r]
+    return small / large
