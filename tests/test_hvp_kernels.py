@@ -1,6 +1,7 @@
 """Fused Hessian-vector kernels against the obvious numpy product (docs/theory.md section 2).
 
-Every kernel (the generic ``hvp_fused`` and each unrolled ``hvp_m{m}``) and the dispatch in
+Every kernel (the generic ``hvp_fused``, each unrolled ``hvp_m{m}`` and the pipelined
+``hvp_m4_p4``) and the dispatch in
 ``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is computed by
 numpy, for widths ``m = 1..6``, blocks of ``b = 1, 3, 8`` vectors, and a number of rows that is
 odd and not a multiple of the rows per step or per panel, so that every remainder path runs.
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.kernels._generated.hvp_small import KERNELS
+from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
 from rmt.kernels.simd import simd4_c4
 
@@ -59,6 +60,8 @@ def kernels_for(m):
     out = [("generic", hvp_fused)]
     if m in KERNELS:
         out.append((f"hvp_m{m}", KERNELS[m]))
+    if m in PIPELINED:
+        out.append((f"hvp_m{m}_p", PIPELINED[m]))
     return out
 
 
@@ -89,6 +92,9 @@ def test_dispatch_uses_unrolled_kernels_for_small_m():
         for target in ("avx512", "avx2", "portable"):
             if (m, target) == (4, "avx2"):  # 4 columns: the 4-lane kernel of simd.py
                 assert hvp_kernel(m, target=target) is simd4_c4
+            elif (m, target) == (4, "avx512"):  # one vector of m = 4: the pipelined kernel
+                assert hvp_kernel(m, target=target) is PIPELINED[4]
+                assert hvp_kernel(m, 12, target=target) is KERNELS[4]  # a block: unrolled
             else:
                 assert hvp_kernel(m, target=target) is KERNELS[m]
     for m in (5, 6, 17):
@@ -125,3 +131,6 @@ def test_generated_module_is_up_to_date():
     assert not same_syntax(text, gen.module_source().replace("+= 8", "+= 4", 1))
     assert sorted(KERNELS) == sorted(gen.ROWS)
     assert gen.kernel_name(4, 2) == "hvp_m4_d2" and gen.kernel_name(4) == "hvp_m4"
+    assert {m: k.__name__ for m, k in PIPELINED.items()} == {
+        m: gen.pipelined_name(m) for m in gen.PIPE_ROWS
+    }

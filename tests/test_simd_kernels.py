@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
+from rmt.kernels._generated.hvp_small import PIPELINED
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
 from rmt.kernels.simd import (
     KERNELS,
@@ -202,7 +203,8 @@ def test_dispatch_by_block_columns():
     for columns in (1, 4, 7, 12, 20, 28, 40, 64):
         assert simd_kernel(columns) is None
     assert hvp_kernel(4, 12) is SMALL[4]  # 3 vectors of m = 4: padding would not pay
-    assert hvp_kernel(4) is SMALL[4]  # one vector
+    assert hvp_kernel(4) is PIPELINED[4]  # one vector of m = 4: the pipelined kernel
+    assert hvp_kernel(2, 4) is SMALL[2]  # two vectors of m = 2: the unrolled kernel
     assert hvp_kernel(8, 40) is hvp_fused  # 5 vectors of m = 8: too wide for registers
     assert hvp_kernel(8) is KERNELS[1]  # one vector of m = 8 fills one lane vector
 
@@ -214,8 +216,11 @@ def test_dispatch_of_every_path(target):
         m = 4 if columns % 4 == 0 else 2
         want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2.get(columns if columns == 8 else 0)}
         assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
-    for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere
+    for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere,
+        # except one vector of m = 4 on avx512: the pipelined kernel
         want = KERNELS_AVX2[4] if target == "avx2" else SMALL[m]
+        if (m, target) == (4, "avx512"):
+            want = PIPELINED[4]
         assert hvp_kernel(m, 4, target) is want
     assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, None, target) is SMALL[2]
     assert hvp_kernel(8, 40, target) is hvp_fused

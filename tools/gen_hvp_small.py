@@ -122,13 +122,116 @@ def kernel_source(
     return "\n".join(out) + "\n"
 
 
+#: rows per step of the pipelined kernels ``hvp_m{m}_p{R}`` (``PIPELINED``), by width ``m``
+PIPE_ROWS = {4: 4}
+
+
+def _dots(m: int, rows, ind: str, updates=None) -> list[str]:
+    """One loop over ``d``: the dot products of ``rows`` (``x{q}``) with the block's vectors and,
+    with ``updates`` (rows of ``y{q}`` with coefficients ``q{q}_{k}``), their updates too."""
+    L = [f"s{q}_{j} = 0.0" for q in rows for j in range(m)]
+    L.append("for t in range(d):")
+    L += [f"    w{j} = v{j}[t]" for j in range(m)]
+    for q in rows:
+        L.append(f"    a{q} = x{q}[t]")
+        L += [f"    s{q}_{j} += a{q} * w{j}" for j in range(m)]
+    if updates is not None:
+        L += [f"    c{q} = y{q}[t]" for q in updates]
+        for k in range(m):
+            terms = " + ".join(f"c{q} * q{q}_{k}" for q in updates)
+            L.append(f"    g{k}[t] += {terms}")
+    return [ind + s for s in L]
+
+
+def _coefficients(m: int, rows, ind: str, name: str = "q") -> list[str]:
+    L = []
+    for q in rows:
+        L.append(f"Dq = D[i + {q}]")
+        for k in range(m):
+            terms = " + ".join(f"s{q}_{j} * Dq[{j}, {k}]" for j in range(m))
+            L.append(f"{name}{q}_{k} = {terms}")
+    return [ind + s for s in L]
+
+
+def _updates(m: int, rows, ind: str, src: str, name: str) -> list[str]:
+    L = ["for t in range(d):"]
+    L += [f"    c{q} = {src}{q}[t]" for q in rows]
+    for k in range(m):
+        terms = " + ".join(f"c{q} * {name}{q}_{k}" for q in rows)
+        L.append(f"    g{k}[t] += {terms}")
+    return [ind + s for s in L]
+
+
+def pipelined_name(m: int, R: int | None = None) -> str:
+    return f"hvp_m{m}_p{PIPE_ROWS[m] if R is None else R}"
+
+
+def pipelined_source(m: int, R: int | None = None) -> str:
+    """Source of ``hvp_m{m}_p{R}``: the two loops over ``d`` of a step in one.
+
+    ``hvp_m{m}`` finishes the dot products of a step's rows before their updates, so the stream of
+    ``X`` from memory stops while the updates run (their rows come from L2).  Here one loop over
+    ``d`` does the dot products of the next ``R`` rows and the updates of the ``R`` rows before,
+    whose coefficients the previous loop finished: the stream overlaps the updates.  A chunk
+    starts with the dot products alone and ends with the pending updates alone; fewer than ``R``
+    rows left go through the two-loop step one at a time.  Each vector of a block sweeps the chunk
+    in turn (the kernel is dispatched for one vector; a block is correct, not fast)."""
+    R = PIPE_ROWS[m] if R is None else R
+    rows = range(R)
+    i4, i5 = " " * 16, " " * 20
+    out = [
+        "@njit(cache=True, parallel=True, fastmath=True)",
+        f"def {pipelined_name(m, R)}(X, D, Vt, n_chunks):",
+        f'    """Fused product for ``m = {m}``, {R} rows per step, dot products of one step in the',
+        '    loop of the updates of the step before (see the generator, ``pipelined_source``)."""',
+        "    n, d = X.shape",
+        "    c_tot = Vt.shape[0]",
+        f"    b = c_tot // {m}",
+        "    partial = np.zeros((n_chunks, c_tot, d))",
+        "    chunk = (n + n_chunks - 1) // n_chunks",
+        "    for ch in prange(n_chunks):",
+        "        lo = ch * chunk",
+        "        hi = min(n, lo + chunk)",
+        "        acc = partial[ch]",
+        "        for blk in range(b):",
+    ]
+    out += [f"            v{j} = Vt[blk * {m} + {j}]" for j in range(m)]
+    out += [f"            g{k} = acc[blk * {m} + {k}]" for k in range(m)]
+    out += ["            i = lo", f"            if i + {R} <= hi:"]
+    out += [f"{i4}x{q} = X[i + {q}]" for q in rows]
+    out += _dots(m, rows, i4) + _coefficients(m, rows, i4)
+    out += [f"{i4}y{q} = x{q}" for q in rows] + [f"{i4}i += {R}"]
+    out += [f"{i4}while i + {R} <= hi:"]
+    out += [f"{i5}x{q} = X[i + {q}]" for q in rows]
+    out += _dots(m, rows, i5, updates=rows) + _coefficients(m, rows, i5)
+    out += [f"{i5}y{q} = x{q}" for q in rows] + [f"{i5}i += {R}"]
+    out += _updates(m, rows, i4, "y", "q")
+    out += ["            while i < hi:", f"{i4}x0 = X[i]"]
+    out += _dots(m, [0], i4) + _coefficients(m, [0], i4, name="p")
+    out += _updates(m, [0], i4, "x", "p") + [f"{i4}i += 1"]
+    out += [
+        "    out = np.zeros((c_tot, d))",
+        "    for ch in range(n_chunks):",
+        "        out += partial[ch]",
+        "    return out",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def module_source() -> str:
-    """The whole generated module, with the dispatch table ``KERNELS``."""
+    """The whole generated module, with the dispatch tables ``KERNELS`` and ``PIPELINED``."""
     parts = [banner(TOOL), HEADER]
     for m in sorted(ROWS):
         parts.append("\n" + kernel_source(m) + "\n")
+    for m in sorted(PIPE_ROWS):
+        parts.append("\n" + pipelined_source(m) + "\n")
     table = ", ".join(f"{m}: hvp_m{m}" for m in sorted(ROWS))
     parts.append(f"\n#: specialised kernels by width ``m``\nKERNELS = {{{table}}}\n")
+    table = ", ".join(f"{m}: {pipelined_name(m)}" for m in sorted(PIPE_ROWS))
+    parts.append(
+        "\n#: pipelined kernels for one vector of width ``m`` (the AVX-512 dispatch)\n"
+        f"PIPELINED = {{{table}}}\n"
+    )
     return "".join(parts)
 
 

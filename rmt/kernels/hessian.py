@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
+from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
 from .simd import SIMD_TARGET, TARGETS, simd_kernel
 
@@ -227,16 +228,22 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
     features Numba compiles for).  Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD
     kernels of ``simd.py`` (``<8 x double>`` on ``avx512``; on ``avx2`` the ``<4 x double>``
     kernel for 8 columns, the one that measured faster there); the others to the unrolled
-    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.  With the
+    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.  One vector of
+    ``m = 4`` on ``avx512`` goes to the pipelined ``hvp_m4_p4`` (the dot products of a step in
+    the loop of the updates of the step before: 0.87-0.92x ``hvp_m4`` on a Xeon; under AVX2
+    codegen it was no faster than ``simd4_c4``, benchmarks/RESULTS.md).  With the
     row length ``d``, blocks of 32 columns go to the panel kernels of ``simd.py`` where they
     pay (``simd.panels_pay``).  Every kernel has the signature and result of :func:`hvp_fused`.
     """
     target = SIMD_TARGET if target is None else target
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    simd = simd_kernel(int(m if columns is None else columns), target, d)
+    columns = int(m if columns is None else columns)
+    simd = simd_kernel(columns, target, d)
     if simd is not None:
         return simd
+    if target == "avx512" and columns == m and int(m) in PIPELINED_KERNELS:
+        return PIPELINED_KERNELS[int(m)]
     return SMALL_M_KERNELS.get(int(m), hvp_fused)
 
 
