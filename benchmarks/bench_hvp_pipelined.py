@@ -18,7 +18,12 @@ this vector (``hvp_m4_p4`` on AVX-512, ``simd4_c4`` on AVX2), it is timed too ("
 The prototypes compile without cache (their source is generated here); compile time is printed
 apart.
 
+``--widths 1,2,3,4`` times instead the committed pipelined kernels (``hvp_m{m}_p4``,
+``grad_m{m}_p4``) against the two-loop ones, one vector of each width, and names the kernels the
+dispatch picks on this path (``PIPELINED_WIDTHS`` in ``rmt/kernels/simd.py``).
+
 Run:  python benchmarks/bench_hvp_pipelined.py [--n 16000] [--d 4000] [--rows 4 6] [--float32]
+      python benchmarks/bench_hvp_pipelined.py --widths 1,2,3,4
 """
 
 from __future__ import annotations
@@ -121,6 +126,57 @@ def compile_kernel(R: int, pipelined: bool, updates: bool = True):
     return njit(parallel=True, fastmath=True)(scope["kernel"])
 
 
+def widths_side_by_side(n, d, widths, repeats):
+    """The pipelined kernels of ``_generated`` (``hvp_m{m}_p4``, ``grad_m{m}_p4``) against the
+    two-loop ones they replace (``hvp_m{m}``, ``grad_m{m}``), one vector of each width, and the
+    kernels the dispatch picks on this path; ratios to the pass and to the two-loop kernel."""
+    from rmt.kernels._generated.descent_small import GRAD_KERNELS
+    from rmt.kernels._generated.descent_small import PIPELINED as GRAD_PIPELINED
+    from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
+    from rmt.kernels.descent import step_kernels
+    from rmt.kernels.hessian import default_chunks, hvp_kernel
+    from rmt.kernels.simd import SIMD_TARGET
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((n, d))
+    y = rng.standard_normal(n)
+    chunks = default_chunks()
+    funcs = {"pass": lambda: stream_pass(X)}
+    picked = {}
+    for m in widths:
+        A = rng.standard_normal((n, m, m))
+        D = A + A.transpose(0, 2, 1)
+        Vt = np.ascontiguousarray(rng.standard_normal((m, d)))
+        Wt = np.ascontiguousarray(rng.standard_normal((m, d)) / np.sqrt(d))
+        a = np.ones(m) / m
+        ref = KERNELS[m](X, D, Vt, chunks)
+        err = np.abs(PIPELINED[m](X, D, Vt, chunks) - ref).max() / np.abs(ref).max()
+        assert err < 1e-12, f"hvp_m{m}_p4 differs from hvp_m{m} by {err:.2e}"
+        args = (y, a, 3, 2, 1.0, chunks)  # softplus, Huber
+        funcs[f"hvp_m{m}"] = lambda k=KERNELS[m], D=D, Vt=Vt: k(X, D, Vt, chunks)
+        funcs[f"hvp_m{m}_p4"] = lambda k=PIPELINED[m], D=D, Vt=Vt: k(X, D, Vt, chunks)
+        funcs[f"grad_m{m}"] = lambda k=GRAD_KERNELS[m], Wt=Wt, a=a: k(X, Wt, *args)
+        funcs[f"grad_m{m}_p4"] = lambda k=GRAD_PIPELINED[m], Wt=Wt, a=a: k(X, Wt, *args)
+        picked[m] = (hvp_kernel(m, m, d=d).__name__, step_kernels(m)[0].__name__)
+    for f in funcs.values():
+        f()  # compile or load the cache
+    with LoadMeter() as meter:
+        med = time_runs(funcs, 5, repeats)
+    print(
+        f"pipelined against two-loop kernels, one vector: n = {n}, d = {d}, {chunks} row "
+        f"chunks, path {SIMD_TARGET}; other load {meter.other_load:.2f} cores"
+    )
+    print(f"  pass {med['pass'] * 1e3:.2f} ms")
+    for m in widths:
+        for kind in ("hvp", "grad"):
+            two, pipe = med[f"{kind}_m{m}"], med[f"{kind}_m{m}_p4"]
+            print(
+                f"  m = {m} {kind:4s}: two-loop {two / med['pass']:.2f} passes, pipelined "
+                f"{pipe / med['pass']:.2f} passes, {pipe / two:.3f}x"
+            )
+        print(f"          dispatched here: {picked[m][0]}, {picked[m][1]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16000)
@@ -129,10 +185,20 @@ def main():
     parser.add_argument("--float32", action="store_true", help="X stored as float32")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--widths",
+        default="",
+        help="instead: the committed pipelined kernels against the two-loop ones for these "
+        "widths (e.g. 1,2,3,4), Hessian product and gradient step",
+    )
     args = parser.parse_args()
     threads = set_threads(args.threads)
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}, {cpu['simd']}; numba threads {threads['numba']}")
+    if args.widths:
+        widths = [int(w) for w in args.widths.split(",")]
+        widths_side_by_side(args.n, args.d, widths, args.repeats)
+        return
     from rmt.kernels._generated.hvp_small import hvp_m4
     from rmt.kernels.hessian import default_chunks, hvp_kernel
 

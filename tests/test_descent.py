@@ -9,9 +9,11 @@ import pytest
 
 import rmt
 from rmt.descent import PlateauRule, escape_step, gradient_descent, segment_phases
+from rmt.kernels._generated.descent_small import GRAD_KERNELS, PIPELINED
 from rmt.kernels.descent import step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES
 from rmt.kernels.hessian import default_chunks
+from rmt.kernels.simd import PIPELINED_WIDTHS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,6 +56,27 @@ def test_kernels_match_numpy_reference(rng, m, unrolled):
             assert abs(forward / data.n - ref_value) <= 1e-12 * max(1.0, abs(ref_value))
             err = np.abs(G.T / data.n - ref_grad).max()
             assert err <= 1e-12 * max(1e-3, np.abs(ref_grad).max()), (act, loss, err)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+@pytest.mark.parametrize("target", ["avx512", "avx2", "portable"])
+def test_every_path_matches_numpy_reference(rng, m, target):
+    """The kernels each SIMD path dispatches (the pipelined ``grad_m{m}_p4`` for the widths of
+    ``PIPELINED_WIDTHS[target]``, else ``grad_m{m}``), for row counts that leave every
+    remainder of the 4-row pipeline and of the chunks, against TwoLayerNet.loss_and_grad."""
+    grad_kernel, _ = step_kernels(m, target=target)
+    want = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
+    assert grad_kernel is want
+    for n in (1, 3, 5, 203):
+        for act, loss in (("softplus", "huber"), ("tanh", "logistic"), ("relu", "square")):
+            net, data, W = _problem(rng, act, loss, m, n=n)
+            total, G = _kernel_call(grad_kernel, net, data, W)
+            ref_value, ref_grad = net.loss_and_grad(data, W)
+            assert abs(total / data.n - ref_value) <= 1e-12 * max(1.0, abs(ref_value)), (n, act)
+            err = np.abs(G.T / data.n - ref_grad).max()
+            assert err <= 1e-12 * max(1e-3, np.abs(ref_grad).max()), (n, act, loss, err)
+    with pytest.raises(ValueError, match="target must be one of"):
+        step_kernels(4, target="sse2")
 
 
 @pytest.mark.parametrize("act", ["softplus", "tanh", "cubic"])

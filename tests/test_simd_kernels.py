@@ -20,6 +20,7 @@ from rmt.kernels.simd import (
     KERNELS,
     KERNELS_AVX2,
     PANEL_BYTES,
+    PIPELINED_WIDTHS,
     WIDE_VECTORS,
     panel4_c32,
     panel_w4,
@@ -222,7 +223,10 @@ def test_dispatch_of_every_path(target):
         if (m, target) == (4, "avx512"):
             want = PIPELINED[4]
         assert hvp_kernel(m, 4, target) is want
-    assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, None, target) is SMALL[2]
+    for m in (1, 2, 3):  # one vector: pipelined where its path has it
+        want = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else SMALL[m]
+        assert hvp_kernel(m, None, target) is want and hvp_kernel(m, m, target) is want
+    assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, 6, target) is SMALL[2]
     assert hvp_kernel(8, 40, target) is hvp_fused
     with pytest.raises(ValueError, match="target must be one of"):
         hvp_kernel(4, 8, "sse2")

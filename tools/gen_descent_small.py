@@ -166,12 +166,98 @@ def kernel_source(m: int, with_grad: bool, rows: int | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+#: rows per step of the pipelined gradient kernels ``grad_m{m}_p{R}`` (``PIPELINED``)
+PIPE_ROWS = {1: 4, 2: 4, 3: 4, 4: 4}
+
+
+def pipelined_name(m: int, R: int | None = None) -> str:
+    return f"grad_m{m}_p{PIPE_ROWS[m] if R is None else R}"
+
+
+def pipelined_source(m: int, R: int | None = None) -> str:
+    """Source of ``grad_m{m}_p{R}``: the loss and gradient of ``grad_m{m}`` with the two loops
+    over ``d`` of a step in one, as ``hvp_m4_p4`` (``tools/gen_hvp_small.py``): the dot products
+    of the next ``R`` rows and the updates of the ``R`` rows before, whose coefficients the
+    previous loop finished, so that the stream of ``X`` overlaps the updates.  A chunk starts
+    with the dot products alone and ends with the pending updates alone; leftover rows go
+    through the two-loop step of ``grad_m{m}`` one at a time."""
+    R = PIPE_ROWS[m] if R is None else R
+    rows = range(R)
+
+    def dots(ind, updates):
+        L = [f"s{q}_{j} = 0.0" for q in rows for j in range(m)]
+        L.append("for t in range(d):")
+        L += [f"    b{j} = w{j}[t]" for j in range(m)]
+        L += [f"    a{q} = x{q}[t]" for q in rows]
+        L += [f"    s{q}_{j} += a{q} * b{j}" for q in rows for j in range(m)]
+        if updates:
+            L += [f"    e{q} = z{q}[t]" for q in rows]
+            for j in range(m):
+                terms = " + ".join(f"e{q} * c{q}_{j}" for q in rows)
+                L.append(f"    g{j}[t] += {terms}")
+        return [ind + x for x in L]
+
+    def coefficients(ind):
+        L = [f"u[{q}, {j}] = s{q}_{j}" for q in rows for j in range(m)]
+        L.append(f"total += row_coefficients(u, {R}, y, i, a, act_code, loss_code, huber_delta, c)")
+        L += [f"c{q}_{j} = c[{q}, {j}]" for q in rows for j in range(m)]
+        L += [f"z{q} = x{q}" for q in rows]
+        return [ind + x for x in L]
+
+    i3, i4 = " " * 12, " " * 16
+    out = [
+        "@njit(cache=True, parallel=True, fastmath=FASTMATH)",
+        f"def {pipelined_name(m, R)}(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):",
+        f'    """Fused loss and gradient sums for ``m = {m}``, {R} rows per step, the dot products',
+        "    of a step in the loop of the updates of the step before (the generator's",
+        '    ``pipelined_source``)."""',
+        "    n, d = X.shape",
+        "    m = Wt.shape[0]",
+        "    partial_loss = np.zeros(n_chunks)",
+        "    partial = np.zeros((n_chunks, m, d))",
+        "    chunk = (n + n_chunks - 1) // n_chunks",
+        "    for ch in prange(n_chunks):",
+        "        lo = ch * chunk",
+        "        hi = min(n, lo + chunk)",
+        "        total = 0.0",
+        f"        u = np.empty(({R}, m))",
+        f"        c = np.empty(({R}, m))",
+    ]
+    out += [f"        w{j} = Wt[{j}]" for j in range(m)]
+    out.append("        acc = partial[ch]")
+    out += [f"        g{j} = acc[{j}]" for j in range(m)]
+    out += ["        i = lo", f"        if i + {R} <= hi:"]
+    out += [f"{i3}x{q} = X[i + {q}]" for q in rows] + dots(i3, False) + coefficients(i3)
+    out += [f"{i3}i += {R}", f"{i3}while i + {R} <= hi:"]
+    out += [f"{i4}x{q} = X[i + {q}]" for q in rows] + dots(i4, True) + coefficients(i4)
+    out += [f"{i4}i += {R}", f"{i3}for t in range(d):"]
+    out += [f"{i4}e{q} = z{q}[t]" for q in rows]
+    for j in range(m):
+        out.append(f"{i4}g{j}[t] += " + " + ".join(f"e{q} * c{q}_{j}" for q in rows))
+    out += ["        while i < hi:"]
+    out += _step(m, 1, True, i3)
+    out += [f"{i3}i += 1", "        partial_loss[ch] = total"]
+    out += [
+        "    total = 0.0",
+        "    for ch in range(n_chunks):",
+        "        total += partial_loss[ch]",
+        "    out = np.zeros((m, d))",
+        "    for ch in range(n_chunks):",
+        "        out += partial[ch]",
+        "    return total, out",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def module_source() -> str:
-    """The whole generated module, with the dispatch tables ``GRAD_KERNELS``, ``LOSS_KERNELS``."""
+    """The whole generated module, with the dispatch tables ``GRAD_KERNELS``, ``LOSS_KERNELS``
+    and ``PIPELINED``."""
     parts = [banner(TOOL), HEADER, HELPERS]
     for m in sorted(ROWS):
         parts.append("\n" + kernel_source(m, True) + "\n")
         parts.append("\n" + kernel_source(m, False) + "\n")
+    for m in sorted(PIPE_ROWS):
+        parts.append("\n" + pipelined_source(m) + "\n")
     grad = ", ".join(f"{m}: grad_m{m}" for m in sorted(ROWS))
     fwd = ", ".join(f"{m}: loss_m{m}" for m in sorted(ROWS))
     parts.append(
@@ -179,6 +265,11 @@ def module_source() -> str:
     )
     parts.append(
         f"#: specialised forward (loss only) kernels by width ``m``\nLOSS_KERNELS = {{{fwd}}}\n"
+    )
+    pipe = ", ".join(f"{m}: {pipelined_name(m)}" for m in sorted(PIPE_ROWS))
+    parts.append(
+        "#: pipelined loss-and-gradient kernels by width ``m`` (the AVX-512 dispatch)\n"
+        f"PIPELINED = {{{pipe}}}\n"
     )
     return "".join(parts)
 

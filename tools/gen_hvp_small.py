@@ -123,7 +123,7 @@ def kernel_source(
 
 
 #: rows per step of the pipelined kernels ``hvp_m{m}_p{R}`` (``PIPELINED``), by width ``m``
-PIPE_ROWS = {4: 4}
+PIPE_ROWS = {1: 4, 2: 4, 3: 4, 4: 4}
 
 
 def _dots(m: int, rows, ind: str, updates=None) -> list[str]:

@@ -26,9 +26,11 @@ from ._generated.descent_small import (
     FASTMATH,
     GRAD_KERNELS,
     LOSS_KERNELS,
+    PIPELINED,
     row_coefficients,
     row_losses,
 )
+from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS
 
 #: rows per step of the generic kernels
 ROWS_PER_STEP = 4
@@ -127,12 +129,19 @@ def loss_generic(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
     return total
 
 
-def step_kernels(m: int, unrolled: bool = True):
+def step_kernels(m: int, unrolled: bool = True, target: str | None = None):
     """``(loss_grad_kernel, loss_kernel)`` for width ``m``: unrolled for ``m <= 4``, else generic.
 
     Both take ``(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks)``; ``unrolled=False``
-    forces the generic kernels (for tests and benchmarks).
+    forces the generic kernels (for tests and benchmarks).  ``target`` is the SIMD path
+    (default ``rmt.kernels.simd.SIMD_TARGET``): the loss and gradient of a width in
+    ``simd.PIPELINED_WIDTHS[target]`` go to the pipelined ``grad_m{m}_p4`` (the dot products
+    of a step in the loop of the updates of the step before, as ``hvp_m{m}_p4``).
     """
+    target = SIMD_TARGET if target is None else target
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
     if unrolled and m in GRAD_KERNELS:
-        return GRAD_KERNELS[m], LOSS_KERNELS[m]
+        grad = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
+        return grad, LOSS_KERNELS[m]
     return loss_grad_generic, loss_generic

@@ -20,7 +20,7 @@ from numba import njit, prange
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
-from .simd import SIMD_TARGET, TARGETS, simd_kernel
+from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS, simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -229,9 +229,8 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
     kernels of ``simd.py`` (``<8 x double>`` on ``avx512``; on ``avx2`` the ``<4 x double>``
     kernel for 8 columns, the one that measured faster there); the others to the unrolled
     kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.  One vector of
-    ``m = 4`` on ``avx512`` goes to the pipelined ``hvp_m4_p4`` (the dot products of a step in
-    the loop of the updates of the step before: 0.87-0.92x ``hvp_m4`` on a Xeon; under AVX2
-    codegen it was no faster than ``simd4_c4``, benchmarks/RESULTS.md).  With the
+    a width in ``simd.PIPELINED_WIDTHS[target]`` goes to the pipelined ``hvp_m{m}_p4`` (the dot
+    products of a step in the loop of the updates of the step before).  With the
     row length ``d``, blocks of 32 columns go to the panel kernels of ``simd.py`` where they
     pay (``simd.panels_pay``).  Every kernel has the signature and result of :func:`hvp_fused`.
     """
@@ -242,7 +241,7 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
     simd = simd_kernel(columns, target, d)
     if simd is not None:
         return simd
-    if target == "avx512" and columns == m and int(m) in PIPELINED_KERNELS:
+    if columns == m and int(m) in PIPELINED_WIDTHS[target]:
         return PIPELINED_KERNELS[int(m)]
     return SMALL_M_KERNELS.get(int(m), hvp_fused)
 

@@ -678,6 +678,15 @@ KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd
 #: 24 are not measured
 AVX2_DISPATCH = (4, 8)
 
+#: widths ``m`` whose single product (``hvp_m{m}_p4``) and loss-and-gradient step
+#: (``grad_m{m}_p4``) run pipelined on each path: the dot products of a step's 4 rows in the
+#: loop over ``d`` that updates with the 4 rows before (``tools/gen_hvp_small.py``,
+#: ``pipelined_source``).  Measured 0.84-0.96x the two-loop kernels for m = 1..4 natively on an
+#: AVX-512 Xeon; under AVX2 codegen 0.84-0.92x for m = 1..3, while for m = 4 the 16 dot
+#: accumulators and 16 coefficients spill (1.29-1.33x), so m = 4 keeps ``simd4_c4`` and
+#: ``grad_m4`` there.  ``portable`` keeps the two-loop kernels (not measured off x86).
+PIPELINED_WIDTHS = {"avx512": (1, 2, 3, 4), "avx2": (1, 2, 3), "portable": ()}
+
 
 # The panel kernels for 32 columns (:func:`_panel_product`): the one width where the streamed
 # ``Vtt`` and accumulator (``2 x 8 d C`` bytes) overflow L2 at the sizes of the benchmarks and

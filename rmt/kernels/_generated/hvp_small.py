@@ -715,6 +715,444 @@ def hvp_m4(X, D, Vt, n_chunks):
 
 
 @njit(cache=True, parallel=True, fastmath=True)
+def hvp_m1_p4(X, D, Vt, n_chunks):
+    """Fused product for ``m = 1``, 4 rows per step, dot products of one step in the
+    loop of the updates of the step before (see the generator, ``pipelined_source``)."""
+    n, d = X.shape
+    c_tot = Vt.shape[0]
+    b = c_tot // 1
+    partial = np.zeros((n_chunks, c_tot, d))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        for blk in range(b):
+            v0 = Vt[blk * 1 + 0]
+            g0 = acc[blk * 1 + 0]
+            i = lo
+            if i + 4 <= hi:
+                x0 = X[i + 0]
+                x1 = X[i + 1]
+                x2 = X[i + 2]
+                x3 = X[i + 3]
+                s0_0 = 0.0
+                s1_0 = 0.0
+                s2_0 = 0.0
+                s3_0 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                    a1 = x1[t]
+                    s1_0 += a1 * w0
+                    a2 = x2[t]
+                    s2_0 += a2 * w0
+                    a3 = x3[t]
+                    s3_0 += a3 * w0
+                Dq = D[i + 0]
+                q0_0 = s0_0 * Dq[0, 0]
+                Dq = D[i + 1]
+                q1_0 = s1_0 * Dq[0, 0]
+                Dq = D[i + 2]
+                q2_0 = s2_0 * Dq[0, 0]
+                Dq = D[i + 3]
+                q3_0 = s3_0 * Dq[0, 0]
+                y0 = x0
+                y1 = x1
+                y2 = x2
+                y3 = x3
+                i += 4
+                while i + 4 <= hi:
+                    x0 = X[i + 0]
+                    x1 = X[i + 1]
+                    x2 = X[i + 2]
+                    x3 = X[i + 3]
+                    s0_0 = 0.0
+                    s1_0 = 0.0
+                    s2_0 = 0.0
+                    s3_0 = 0.0
+                    for t in range(d):
+                        w0 = v0[t]
+                        a0 = x0[t]
+                        s0_0 += a0 * w0
+                        a1 = x1[t]
+                        s1_0 += a1 * w0
+                        a2 = x2[t]
+                        s2_0 += a2 * w0
+                        a3 = x3[t]
+                        s3_0 += a3 * w0
+                        c0 = y0[t]
+                        c1 = y1[t]
+                        c2 = y2[t]
+                        c3 = y3[t]
+                        g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+                    Dq = D[i + 0]
+                    q0_0 = s0_0 * Dq[0, 0]
+                    Dq = D[i + 1]
+                    q1_0 = s1_0 * Dq[0, 0]
+                    Dq = D[i + 2]
+                    q2_0 = s2_0 * Dq[0, 0]
+                    Dq = D[i + 3]
+                    q3_0 = s3_0 * Dq[0, 0]
+                    y0 = x0
+                    y1 = x1
+                    y2 = x2
+                    y3 = x3
+                    i += 4
+                for t in range(d):
+                    c0 = y0[t]
+                    c1 = y1[t]
+                    c2 = y2[t]
+                    c3 = y3[t]
+                    g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+            while i < hi:
+                x0 = X[i]
+                s0_0 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                Dq = D[i + 0]
+                p0_0 = s0_0 * Dq[0, 0]
+                for t in range(d):
+                    c0 = x0[t]
+                    g0[t] += c0 * p0_0
+                i += 1
+    out = np.zeros((c_tot, d))
+    for ch in range(n_chunks):
+        out += partial[ch]
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def hvp_m2_p4(X, D, Vt, n_chunks):
+    """Fused product for ``m = 2``, 4 rows per step, dot products of one step in the
+    loop of the updates of the step before (see the generator, ``pipelined_source``)."""
+    n, d = X.shape
+    c_tot = Vt.shape[0]
+    b = c_tot // 2
+    partial = np.zeros((n_chunks, c_tot, d))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        for blk in range(b):
+            v0 = Vt[blk * 2 + 0]
+            v1 = Vt[blk * 2 + 1]
+            g0 = acc[blk * 2 + 0]
+            g1 = acc[blk * 2 + 1]
+            i = lo
+            if i + 4 <= hi:
+                x0 = X[i + 0]
+                x1 = X[i + 1]
+                x2 = X[i + 2]
+                x3 = X[i + 3]
+                s0_0 = 0.0
+                s0_1 = 0.0
+                s1_0 = 0.0
+                s1_1 = 0.0
+                s2_0 = 0.0
+                s2_1 = 0.0
+                s3_0 = 0.0
+                s3_1 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    w1 = v1[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                    s0_1 += a0 * w1
+                    a1 = x1[t]
+                    s1_0 += a1 * w0
+                    s1_1 += a1 * w1
+                    a2 = x2[t]
+                    s2_0 += a2 * w0
+                    s2_1 += a2 * w1
+                    a3 = x3[t]
+                    s3_0 += a3 * w0
+                    s3_1 += a3 * w1
+                Dq = D[i + 0]
+                q0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0]
+                q0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1]
+                Dq = D[i + 1]
+                q1_0 = s1_0 * Dq[0, 0] + s1_1 * Dq[1, 0]
+                q1_1 = s1_0 * Dq[0, 1] + s1_1 * Dq[1, 1]
+                Dq = D[i + 2]
+                q2_0 = s2_0 * Dq[0, 0] + s2_1 * Dq[1, 0]
+                q2_1 = s2_0 * Dq[0, 1] + s2_1 * Dq[1, 1]
+                Dq = D[i + 3]
+                q3_0 = s3_0 * Dq[0, 0] + s3_1 * Dq[1, 0]
+                q3_1 = s3_0 * Dq[0, 1] + s3_1 * Dq[1, 1]
+                y0 = x0
+                y1 = x1
+                y2 = x2
+                y3 = x3
+                i += 4
+                while i + 4 <= hi:
+                    x0 = X[i + 0]
+                    x1 = X[i + 1]
+                    x2 = X[i + 2]
+                    x3 = X[i + 3]
+                    s0_0 = 0.0
+                    s0_1 = 0.0
+                    s1_0 = 0.0
+                    s1_1 = 0.0
+                    s2_0 = 0.0
+                    s2_1 = 0.0
+                    s3_0 = 0.0
+                    s3_1 = 0.0
+                    for t in range(d):
+                        w0 = v0[t]
+                        w1 = v1[t]
+                        a0 = x0[t]
+                        s0_0 += a0 * w0
+                        s0_1 += a0 * w1
+                        a1 = x1[t]
+                        s1_0 += a1 * w0
+                        s1_1 += a1 * w1
+                        a2 = x2[t]
+                        s2_0 += a2 * w0
+                        s2_1 += a2 * w1
+                        a3 = x3[t]
+                        s3_0 += a3 * w0
+                        s3_1 += a3 * w1
+                        c0 = y0[t]
+                        c1 = y1[t]
+                        c2 = y2[t]
+                        c3 = y3[t]
+                        g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+                        g1[t] += c0 * q0_1 + c1 * q1_1 + c2 * q2_1 + c3 * q3_1
+                    Dq = D[i + 0]
+                    q0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0]
+                    q0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1]
+                    Dq = D[i + 1]
+                    q1_0 = s1_0 * Dq[0, 0] + s1_1 * Dq[1, 0]
+                    q1_1 = s1_0 * Dq[0, 1] + s1_1 * Dq[1, 1]
+                    Dq = D[i + 2]
+                    q2_0 = s2_0 * Dq[0, 0] + s2_1 * Dq[1, 0]
+                    q2_1 = s2_0 * Dq[0, 1] + s2_1 * Dq[1, 1]
+                    Dq = D[i + 3]
+                    q3_0 = s3_0 * Dq[0, 0] + s3_1 * Dq[1, 0]
+                    q3_1 = s3_0 * Dq[0, 1] + s3_1 * Dq[1, 1]
+                    y0 = x0
+                    y1 = x1
+                    y2 = x2
+                    y3 = x3
+                    i += 4
+                for t in range(d):
+                    c0 = y0[t]
+                    c1 = y1[t]
+                    c2 = y2[t]
+                    c3 = y3[t]
+                    g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+                    g1[t] += c0 * q0_1 + c1 * q1_1 + c2 * q2_1 + c3 * q3_1
+            while i < hi:
+                x0 = X[i]
+                s0_0 = 0.0
+                s0_1 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    w1 = v1[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                    s0_1 += a0 * w1
+                Dq = D[i + 0]
+                p0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0]
+                p0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1]
+                for t in range(d):
+                    c0 = x0[t]
+                    g0[t] += c0 * p0_0
+                    g1[t] += c0 * p0_1
+                i += 1
+    out = np.zeros((c_tot, d))
+    for ch in range(n_chunks):
+        out += partial[ch]
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def hvp_m3_p4(X, D, Vt, n_chunks):
+    """Fused product for ``m = 3``, 4 rows per step, dot products of one step in the
+    loop of the updates of the step before (see the generator, ``pipelined_source``)."""
+    n, d = X.shape
+    c_tot = Vt.shape[0]
+    b = c_tot // 3
+    partial = np.zeros((n_chunks, c_tot, d))
+    chunk = (n + n_chunks - 1) // n_chunks
+    for ch in prange(n_chunks):
+        lo = ch * chunk
+        hi = min(n, lo + chunk)
+        acc = partial[ch]
+        for blk in range(b):
+            v0 = Vt[blk * 3 + 0]
+            v1 = Vt[blk * 3 + 1]
+            v2 = Vt[blk * 3 + 2]
+            g0 = acc[blk * 3 + 0]
+            g1 = acc[blk * 3 + 1]
+            g2 = acc[blk * 3 + 2]
+            i = lo
+            if i + 4 <= hi:
+                x0 = X[i + 0]
+                x1 = X[i + 1]
+                x2 = X[i + 2]
+                x3 = X[i + 3]
+                s0_0 = 0.0
+                s0_1 = 0.0
+                s0_2 = 0.0
+                s1_0 = 0.0
+                s1_1 = 0.0
+                s1_2 = 0.0
+                s2_0 = 0.0
+                s2_1 = 0.0
+                s2_2 = 0.0
+                s3_0 = 0.0
+                s3_1 = 0.0
+                s3_2 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    w1 = v1[t]
+                    w2 = v2[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                    s0_1 += a0 * w1
+                    s0_2 += a0 * w2
+                    a1 = x1[t]
+                    s1_0 += a1 * w0
+                    s1_1 += a1 * w1
+                    s1_2 += a1 * w2
+                    a2 = x2[t]
+                    s2_0 += a2 * w0
+                    s2_1 += a2 * w1
+                    s2_2 += a2 * w2
+                    a3 = x3[t]
+                    s3_0 += a3 * w0
+                    s3_1 += a3 * w1
+                    s3_2 += a3 * w2
+                Dq = D[i + 0]
+                q0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0] + s0_2 * Dq[2, 0]
+                q0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1] + s0_2 * Dq[2, 1]
+                q0_2 = s0_0 * Dq[0, 2] + s0_1 * Dq[1, 2] + s0_2 * Dq[2, 2]
+                Dq = D[i + 1]
+                q1_0 = s1_0 * Dq[0, 0] + s1_1 * Dq[1, 0] + s1_2 * Dq[2, 0]
+                q1_1 = s1_0 * Dq[0, 1] + s1_1 * Dq[1, 1] + s1_2 * Dq[2, 1]
+                q1_2 = s1_0 * Dq[0, 2] + s1_1 * Dq[1, 2] + s1_2 * Dq[2, 2]
+                Dq = D[i + 2]
+                q2_0 = s2_0 * Dq[0, 0] + s2_1 * Dq[1, 0] + s2_2 * Dq[2, 0]
+                q2_1 = s2_0 * Dq[0, 1] + s2_1 * Dq[1, 1] + s2_2 * Dq[2, 1]
+                q2_2 = s2_0 * Dq[0, 2] + s2_1 * Dq[1, 2] + s2_2 * Dq[2, 2]
+                Dq = D[i + 3]
+                q3_0 = s3_0 * Dq[0, 0] + s3_1 * Dq[1, 0] + s3_2 * Dq[2, 0]
+                q3_1 = s3_0 * Dq[0, 1] + s3_1 * Dq[1, 1] + s3_2 * Dq[2, 1]
+                q3_2 = s3_0 * Dq[0, 2] + s3_1 * Dq[1, 2] + s3_2 * Dq[2, 2]
+                y0 = x0
+                y1 = x1
+                y2 = x2
+                y3 = x3
+                i += 4
+                while i + 4 <= hi:
+                    x0 = X[i + 0]
+                    x1 = X[i + 1]
+                    x2 = X[i + 2]
+                    x3 = X[i + 3]
+                    s0_0 = 0.0
+                    s0_1 = 0.0
+                    s0_2 = 0.0
+                    s1_0 = 0.0
+                    s1_1 = 0.0
+                    s1_2 = 0.0
+                    s2_0 = 0.0
+                    s2_1 = 0.0
+                    s2_2 = 0.0
+                    s3_0 = 0.0
+                    s3_1 = 0.0
+                    s3_2 = 0.0
+                    for t in range(d):
+                        w0 = v0[t]
+                        w1 = v1[t]
+                        w2 = v2[t]
+                        a0 = x0[t]
+                        s0_0 += a0 * w0
+                        s0_1 += a0 * w1
+                        s0_2 += a0 * w2
+                        a1 = x1[t]
+                        s1_0 += a1 * w0
+                        s1_1 += a1 * w1
+                        s1_2 += a1 * w2
+                        a2 = x2[t]
+                        s2_0 += a2 * w0
+                        s2_1 += a2 * w1
+                        s2_2 += a2 * w2
+                        a3 = x3[t]
+                        s3_0 += a3 * w0
+                        s3_1 += a3 * w1
+                        s3_2 += a3 * w2
+                        c0 = y0[t]
+                        c1 = y1[t]
+                        c2 = y2[t]
+                        c3 = y3[t]
+                        g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+                        g1[t] += c0 * q0_1 + c1 * q1_1 + c2 * q2_1 + c3 * q3_1
+                        g2[t] += c0 * q0_2 + c1 * q1_2 + c2 * q2_2 + c3 * q3_2
+                    Dq = D[i + 0]
+                    q0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0] + s0_2 * Dq[2, 0]
+                    q0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1] + s0_2 * Dq[2, 1]
+                    q0_2 = s0_0 * Dq[0, 2] + s0_1 * Dq[1, 2] + s0_2 * Dq[2, 2]
+                    Dq = D[i + 1]
+                    q1_0 = s1_0 * Dq[0, 0] + s1_1 * Dq[1, 0] + s1_2 * Dq[2, 0]
+                    q1_1 = s1_0 * Dq[0, 1] + s1_1 * Dq[1, 1] + s1_2 * Dq[2, 1]
+                    q1_2 = s1_0 * Dq[0, 2] + s1_1 * Dq[1, 2] + s1_2 * Dq[2, 2]
+                    Dq = D[i + 2]
+                    q2_0 = s2_0 * Dq[0, 0] + s2_1 * Dq[1, 0] + s2_2 * Dq[2, 0]
+                    q2_1 = s2_0 * Dq[0, 1] + s2_1 * Dq[1, 1] + s2_2 * Dq[2, 1]
+                    q2_2 = s2_0 * Dq[0, 2] + s2_1 * Dq[1, 2] + s2_2 * Dq[2, 2]
+                    Dq = D[i + 3]
+                    q3_0 = s3_0 * Dq[0, 0] + s3_1 * Dq[1, 0] + s3_2 * Dq[2, 0]
+                    q3_1 = s3_0 * Dq[0, 1] + s3_1 * Dq[1, 1] + s3_2 * Dq[2, 1]
+                    q3_2 = s3_0 * Dq[0, 2] + s3_1 * Dq[1, 2] + s3_2 * Dq[2, 2]
+                    y0 = x0
+                    y1 = x1
+                    y2 = x2
+                    y3 = x3
+                    i += 4
+                for t in range(d):
+                    c0 = y0[t]
+                    c1 = y1[t]
+                    c2 = y2[t]
+                    c3 = y3[t]
+                    g0[t] += c0 * q0_0 + c1 * q1_0 + c2 * q2_0 + c3 * q3_0
+                    g1[t] += c0 * q0_1 + c1 * q1_1 + c2 * q2_1 + c3 * q3_1
+                    g2[t] += c0 * q0_2 + c1 * q1_2 + c2 * q2_2 + c3 * q3_2
+            while i < hi:
+                x0 = X[i]
+                s0_0 = 0.0
+                s0_1 = 0.0
+                s0_2 = 0.0
+                for t in range(d):
+                    w0 = v0[t]
+                    w1 = v1[t]
+                    w2 = v2[t]
+                    a0 = x0[t]
+                    s0_0 += a0 * w0
+                    s0_1 += a0 * w1
+                    s0_2 += a0 * w2
+                Dq = D[i + 0]
+                p0_0 = s0_0 * Dq[0, 0] + s0_1 * Dq[1, 0] + s0_2 * Dq[2, 0]
+                p0_1 = s0_0 * Dq[0, 1] + s0_1 * Dq[1, 1] + s0_2 * Dq[2, 1]
+                p0_2 = s0_0 * Dq[0, 2] + s0_1 * Dq[1, 2] + s0_2 * Dq[2, 2]
+                for t in range(d):
+                    c0 = x0[t]
+                    g0[t] += c0 * p0_0
+                    g1[t] += c0 * p0_1
+                    g2[t] += c0 * p0_2
+                i += 1
+    out = np.zeros((c_tot, d))
+    for ch in range(n_chunks):
+        out += partial[ch]
+    return out
+
+
+@njit(cache=True, parallel=True, fastmath=True)
 def hvp_m4_p4(X, D, Vt, n_chunks):
     """Fused product for ``m = 4``, 4 rows per step, dot products of one step in the
     loop of the updates of the step before (see the generator, ``pipelined_source``)."""
@@ -934,4 +1372,4 @@ def hvp_m4_p4(X, D, Vt, n_chunks):
 KERNELS = {1: hvp_m1, 2: hvp_m2, 3: hvp_m3, 4: hvp_m4}
 
 #: pipelined kernels for one vector of width ``m`` (the AVX-512 dispatch)
-PIPELINED = {4: hvp_m4_p4}
+PIPELINED = {1: hvp_m1_p4, 2: hvp_m2_p4, 3: hvp_m3_p4, 4: hvp_m4_p4}
