@@ -125,13 +125,23 @@ def kernel_source(m: int, with_grad: bool, rows: int | None = None) -> str:
         "@njit(cache=True, parallel=True, fastmath=FASTMATH)",
         f"def {name}(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):",
         f'    """Fused {what} for ``m = {m}``, {R} rows per step (module docstring)."""',
-        "    n, d = X.shape",
-        "    m = Wt.shape[0]",
-        "    partial_loss = np.zeros(n_chunks)",
     ]
+    out += _chunk_loop(m, R, with_grad)
+    out += ["        i = lo", f"        while i + {R} <= hi:"]
+    out += _step(m, R, with_grad, " " * 12)
+    out += [f"            i += {R}", "        while i < hi:"]
+    out += _step(m, 1, with_grad, " " * 12)
+    out += ["            i += 1"] + _sum_chunks(with_grad)
+    return "\n".join(out) + "\n"
+
+
+def _chunk_loop(m: int, R: int, with_grad: bool) -> list[str]:
+    """The lines that open a kernel's loop over its row chunks, up to the chunk's accumulator
+    rows ``g{j}`` (scratch ``u``, ``c`` for ``R`` rows)."""
+    L = ["    n, d = X.shape", "    m = Wt.shape[0]", "    partial_loss = np.zeros(n_chunks)"]
     if with_grad:
-        out.append("    partial = np.zeros((n_chunks, m, d))")
-    out += [
+        L.append("    partial = np.zeros((n_chunks, m, d))")
+    L += [
         "    chunk = (n + n_chunks - 1) // n_chunks",
         "    for ch in prange(n_chunks):",
         "        lo = ch * chunk",
@@ -140,30 +150,29 @@ def kernel_source(m: int, with_grad: bool, rows: int | None = None) -> str:
         f"        u = np.empty(({R}, m))",
         f"        c = np.empty(({R}, m))",
     ]
-    out += [f"        w{j} = Wt[{j}]" for j in range(m)]
+    L += [f"        w{j} = Wt[{j}]" for j in range(m)]
     if with_grad:
-        out.append("        acc = partial[ch]")
-        out += [f"        g{j} = acc[{j}]" for j in range(m)]
-    out += ["        i = lo", f"        while i + {R} <= hi:"]
-    out += _step(m, R, with_grad, " " * 12)
-    out += [f"            i += {R}", "        while i < hi:"]
-    out += _step(m, 1, with_grad, " " * 12)
-    out += ["            i += 1", "        partial_loss[ch] = total"]
-    out += [
+        L.append("        acc = partial[ch]")
+        L += [f"        g{j} = acc[{j}]" for j in range(m)]
+    return L
+
+
+def _sum_chunks(with_grad: bool) -> list[str]:
+    """The lines that close the chunk loop and sum the chunks' losses (and gradients) in order."""
+    L = [
+        "        partial_loss[ch] = total",
         "    total = 0.0",
         "    for ch in range(n_chunks):",
         "        total += partial_loss[ch]",
     ]
-    if with_grad:
-        out += [
-            "    out = np.zeros((m, d))",
-            "    for ch in range(n_chunks):",
-            "        out += partial[ch]",
-            "    return total, out",
-        ]
-    else:
-        out.append("    return total")
-    return "\n".join(out) + "\n"
+    if not with_grad:
+        return L + ["    return total"]
+    return L + [
+        "    out = np.zeros((m, d))",
+        "    for ch in range(n_chunks):",
+        "        out += partial[ch]",
+        "    return total, out",
+    ]
 
 
 #: rows per step of the pipelined gradient kernels ``grad_m{m}_p{R}`` (``PIPELINED``)
@@ -211,21 +220,8 @@ def pipelined_source(m: int, R: int | None = None) -> str:
         f'    """Fused loss and gradient sums for ``m = {m}``, {R} rows per step, the dot products',
         "    of a step in the loop of the updates of the step before (the generator's",
         '    ``pipelined_source``)."""',
-        "    n, d = X.shape",
-        "    m = Wt.shape[0]",
-        "    partial_loss = np.zeros(n_chunks)",
-        "    partial = np.zeros((n_chunks, m, d))",
-        "    chunk = (n + n_chunks - 1) // n_chunks",
-        "    for ch in prange(n_chunks):",
-        "        lo = ch * chunk",
-        "        hi = min(n, lo + chunk)",
-        "        total = 0.0",
-        f"        u = np.empty(({R}, m))",
-        f"        c = np.empty(({R}, m))",
     ]
-    out += [f"        w{j} = Wt[{j}]" for j in range(m)]
-    out.append("        acc = partial[ch]")
-    out += [f"        g{j} = acc[{j}]" for j in range(m)]
+    out += _chunk_loop(m, R, True)
     out += ["        i = lo", f"        if i + {R} <= hi:"]
     out += [f"{i3}x{q} = X[i + {q}]" for q in rows] + dots(i3, False) + coefficients(i3)
     out += [f"{i3}i += {R}", f"{i3}while i + {R} <= hi:"]
@@ -236,16 +232,7 @@ def pipelined_source(m: int, R: int | None = None) -> str:
         out.append(f"{i4}g{j}[t] += " + " + ".join(f"e{q} * c{q}_{j}" for q in rows))
     out += ["        while i < hi:"]
     out += _step(m, 1, True, i3)
-    out += [f"{i3}i += 1", "        partial_loss[ch] = total"]
-    out += [
-        "    total = 0.0",
-        "    for ch in range(n_chunks):",
-        "        total += partial_loss[ch]",
-        "    out = np.zeros((m, d))",
-        "    for ch in range(n_chunks):",
-        "        out += partial[ch]",
-        "    return total, out",
-    ]
+    out += [f"{i3}i += 1"] + _sum_chunks(True)
     return "\n".join(out) + "\n"
 
 

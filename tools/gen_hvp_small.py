@@ -41,6 +41,30 @@ from numba import njit, prange
 '''
 
 
+def _chunk_loop(m: int) -> list[str]:
+    """The lines that open a kernel's loop over its row chunks, up to the chunk's accumulator."""
+    return [
+        "    n, d = X.shape",
+        "    c_tot = Vt.shape[0]",
+        f"    b = c_tot // {m}",
+        "    partial = np.zeros((n_chunks, c_tot, d))",
+        "    chunk = (n + n_chunks - 1) // n_chunks",
+        "    for ch in prange(n_chunks):",
+        "        lo = ch * chunk",
+        "        hi = min(n, lo + chunk)",
+        "        acc = partial[ch]",
+    ]
+
+
+#: the lines that sum the chunks' accumulators in order and return the product
+SUM_CHUNKS = [
+    "    out = np.zeros((c_tot, d))",
+    "    for ch in range(n_chunks):",
+    "        out += partial[ch]",
+    "    return out",
+]
+
+
 def _step(m: int, R: int, ind: str, dots: int | None = None) -> list[str]:
     """Source lines of one step over ``R`` rows starting at row ``i`` for vector ``blk``, the
     dot products ``dots`` rows per loop over ``d`` (default all ``R``)."""
@@ -94,15 +118,7 @@ def kernel_source(
         "@njit(cache=True, parallel=True, fastmath=True)",
         f"def {kernel_name(m, dots)}(X, D, Vt, n_chunks):",
         f'    """Fused product for ``m = {m}``, {R} rows per step (see the module docstring)."""',
-        "    n, d = X.shape",
-        "    c_tot = Vt.shape[0]",
-        f"    b = c_tot // {m}",
-        "    partial = np.zeros((n_chunks, c_tot, d))",
-        "    chunk = (n + n_chunks - 1) // n_chunks",
-        "    for ch in prange(n_chunks):",
-        "        lo = ch * chunk",
-        "        hi = min(n, lo + chunk)",
-        "        acc = partial[ch]",
+        *_chunk_loop(m),
         f"        for p0 in range(lo, hi, {panel}):",
         f"            p1 = min(hi, p0 + {panel})",
         "            for blk in range(b):",
@@ -114,10 +130,7 @@ def kernel_source(
     out += _step(m, 1, " " * 20)
     out += [
         "                    i += 1",
-        "    out = np.zeros((c_tot, d))",
-        "    for ch in range(n_chunks):",
-        "        out += partial[ch]",
-        "    return out",
+        *SUM_CHUNKS,
     ]
     return "\n".join(out) + "\n"
 
@@ -184,15 +197,7 @@ def pipelined_source(m: int, R: int | None = None) -> str:
         f"def {pipelined_name(m, R)}(X, D, Vt, n_chunks):",
         f'    """Fused product for ``m = {m}``, {R} rows per step, dot products of one step in the',
         '    loop of the updates of the step before (see the generator, ``pipelined_source``)."""',
-        "    n, d = X.shape",
-        "    c_tot = Vt.shape[0]",
-        f"    b = c_tot // {m}",
-        "    partial = np.zeros((n_chunks, c_tot, d))",
-        "    chunk = (n + n_chunks - 1) // n_chunks",
-        "    for ch in prange(n_chunks):",
-        "        lo = ch * chunk",
-        "        hi = min(n, lo + chunk)",
-        "        acc = partial[ch]",
+        *_chunk_loop(m),
         "        for blk in range(b):",
     ]
     out += [f"            v{j} = Vt[blk * {m} + {j}]" for j in range(m)]
@@ -209,12 +214,7 @@ def pipelined_source(m: int, R: int | None = None) -> str:
     out += ["            while i < hi:", f"{i4}x0 = X[i]"]
     out += _dots(m, [0], i4) + _coefficients(m, [0], i4, name="p")
     out += _updates(m, [0], i4, "x", "p") + [f"{i4}i += 1"]
-    out += [
-        "    out = np.zeros((c_tot, d))",
-        "    for ch in range(n_chunks):",
-        "        out += partial[ch]",
-        "    return out",
-    ]
+    out += SUM_CHUNKS
     return "\n".join(out) + "\n"
 
 

@@ -15,6 +15,18 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, inline="always")
+def _pivot(M, c):
+    """``(row, |entry|)`` of the largest entry of column ``c`` of ``M`` on or below the diagonal."""
+    piv = c
+    best = abs(M[c, c])
+    for r in range(c + 1, M.shape[0]):
+        if abs(M[r, c]) > best:
+            best = abs(M[r, c])
+            piv = r
+    return piv, best
+
+
 @njit(cache=True)
 def _solve_in_place(M, B):
     """Overwrite ``B`` with ``M^{-1} B`` (Gaussian elimination, partial pivoting; ``M`` is lost).
@@ -23,12 +35,7 @@ def _solve_in_place(M, B):
     """
     m = M.shape[0]
     for c in range(m):
-        piv = c
-        best = abs(M[c, c])
-        for r in range(c + 1, m):
-            if abs(M[r, c]) > best:
-                best = abs(M[r, c])
-                piv = r
+        piv, best = _pivot(M, c)
         if best == 0.0:
             return False
         if piv != c:
@@ -353,12 +360,7 @@ def lu_solve_checked(A, b, x):
             M[r, c] = A[r, c]
     small, large = np.inf, 0.0
     for c in range(n):
-        piv = c
-        best = abs(M[c, c])
-        for r in range(c + 1, n):
-            if abs(M[r, c]) > best:
-                best = abs(M[r, c])
-                piv = r
+        piv, best = _pivot(M, c)
         if best == 0.0:
             return 0.0
         small, large = min(small, best), max(large, best)
