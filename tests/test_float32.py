@@ -1,7 +1,8 @@
 """float32 storage of ``X``, float64 arithmetic (issue 15).
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
-generic ``hvp_fused``, explicit-SIMD ``simd_w1..4`` and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
+pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
+``simd_w1_pipe`` and ``simd4_c4_pipe``, and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
 ``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
 float64 accuracy, against the numpy reference product and dense ``eigh``; its extreme
 eigenvalues must be within ``1e-6 ||H||`` of the float64 operator on the same draw; the float32
@@ -16,10 +17,11 @@ import pytest
 
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
+from rmt.kernels._generated.hvp_small import PIPELINED
 from rmt.kernels.hessian import hvp_fused, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
 from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
-from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4
+from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd_w1
 from rmt.streaming import StreamingHessian, read_rows
 
 from .test_hvp_kernels import assert_close, numpy_product
@@ -27,8 +29,10 @@ from .test_hvp_kernels import assert_close, numpy_product
 N_ROWS = 109  # remainders after 16, 8, 6 and 4 rows per step
 #: (kernel name, kernel, m, b): every path of ``hvp_kernel``'s dispatch
 PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
+PATHS += [(PIPELINED[m].__name__, PIPELINED[m], m, 1) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
-PATHS += [(f"simd_w{w}", SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
+PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
+PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # compiled, not dispatched
 PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8, 32)]
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
@@ -47,7 +51,7 @@ def _skip_simd_without_wide_vectors(name):
 #: the paths a solver on m = 4 runs (single product, the block of 2 of block Lanczos on either
 #: CPU kind) run in CI; each float32 specialisation compiles for 20-40 s on a fresh clone, so
 #: the others are `slow` (make test-all)
-CI_PATHS = {"hvp_m4", "simd_w1", "simd4_c8"}
+CI_PATHS = {"hvp_m4_p4", "simd4_c4_pipe", "simd_w1_pipe", "simd4_c8"}
 PATH_PARAMS = [
     pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
 ]
@@ -192,7 +196,7 @@ def test_hessian_float32_is_the_float64_operator_of_the_rounded_x(m, rng):
     np.testing.assert_allclose(H32.D, H64.D, rtol=1e-12, atol=1e-14)
     dense = H64.to_dense()
     np.testing.assert_allclose(H32.to_dense(), dense, rtol=0, atol=1e-13 * abs(dense).max())
-    for b in (1, 2, 8):  # hvp_m{m} / simd_w1 / simd_w4 (m = 4), the unrolled or generic ones
+    for b in (1, 2, 8):  # one vector, blocks of 2 and 8: every dispatched kind of kernel
         V = rng.standard_normal((H32.shape[0], b))
         ref = dense @ V
         np.testing.assert_allclose(H32.matmat(V), ref, rtol=0, atol=1e-12 * abs(ref).max())

@@ -25,8 +25,12 @@ from rmt.kernels.simd import (
     panel4_c32,
     panel_w4,
     panels_pay,
+    simd4_c4,
+    simd4_c4_pipe,
     simd_kernel,
     simd_target,
+    simd_w1,
+    simd_w1_pipe,
 )
 
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
@@ -41,6 +45,23 @@ N_ROWS = 16 * 6 + 13  # 109: remainders after 16, 8 and 6 rows per step
 def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
     X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
     assert_close(KERNELS[b * m // 8](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
+
+
+@pytest.mark.parametrize("kernel, columns", [(simd_w1, 8), (simd4_c4, 4)])
+@pytest.mark.parametrize("n", [1, 5, 11, 12, 13, 24, N_ROWS])
+def test_two_loop_and_pipelined_kernels_match_numpy(kernel, columns, n, rng):
+    """The two-loop kernels that the pipelined ones replaced in the dispatch (compiled, kept as
+    the reference form) and the pipelined ones, for row counts around one and two steps of the
+    pipeline (12 and 4 rows) and every split of the columns into vectors."""
+    pipelined = {8: simd_w1_pipe, 4: simd4_c4_pipe}[columns]
+    for m in (1, 2, 4, 8):
+        if columns % m:
+            continue
+        X, D, Vt = random_problem(m, columns // m, rng, n=n, d=29)
+        ref = numpy_product(X, D, Vt)
+        for k in (kernel, pipelined):
+            for n_chunks in (1, 3):
+                assert_close(k(X, D, Vt, n_chunks), ref)
 
 
 #: the ``<4 x double>`` (AVX2) kernels: every column count, with one or two column groups
@@ -267,3 +288,20 @@ def test_no_simd_dispatch_on_the_portable_path(monkeypatch):
     for columns in (8, 16, 24, 32):
         assert simd_kernel(columns) is None
     assert hvp_kernel(4, 8) is SMALL[4] and hvp_kernel(8) is hvp_fused
+
+
+def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
+    """For float32 ``X`` the dispatch swaps each pipelined explicit-SIMD kernel for its
+    two-loop form (``TWO_LOOP_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
+    from rmt.kernels.hessian import fused_product
+    from rmt.kernels.simd import TWO_LOOP_FOR_FLOAT32
+
+    assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
+    assert hvp_kernel(4, 8, "avx512") is simd_w1_pipe
+    assert hvp_kernel(4, 8, "avx512", dtype=np.float32) is simd_w1
+    assert hvp_kernel(4, 4, "avx2", dtype=np.float32) is simd4_c4
+    assert hvp_kernel(4, 16, "avx512", dtype=np.float32) is KERNELS[2]  # not pipelined: kept
+    rng = np.random.default_rng(3)
+    X, D, Vt = random_problem(4, 2, rng, n=50, d=29)
+    X32 = X.astype(np.float32)
+    assert_close(fused_product(X32, D, Vt, 3), numpy_product(X32.astype(np.float64), D, Vt))

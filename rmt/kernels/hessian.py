@@ -20,7 +20,7 @@ from numba import njit, prange
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
-from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS, simd_kernel
+from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS, TWO_LOOP_FOR_FLOAT32, simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -220,7 +220,13 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
-def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d: int | None = None):
+def hvp_kernel(
+    m: int,
+    columns: int | None = None,
+    target: str | None = None,
+    d: int | None = None,
+    dtype=np.float64,
+):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
     ``target`` is the SIMD path (``avx512``, ``avx2`` or ``portable``; default
@@ -232,7 +238,11 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
     a width in ``simd.PIPELINED_WIDTHS[target]`` goes to the pipelined ``hvp_m{m}_p4`` (the dot
     products of a step in the loop of the updates of the step before).  With the
     row length ``d``, blocks of 32 columns go to the panel kernels of ``simd.py`` where they
-    pay (``simd.panels_pay``).  Every kernel has the signature and result of :func:`hvp_fused`.
+    pay (``simd.panels_pay``).  ``dtype`` is that of ``X``: for float32 rows the pipelined
+    explicit-SIMD kernels give way to their two-loop forms (``TWO_LOOP_FOR_FLOAT32``), since
+    each of their steps widens its rows into a scratch first, and the pipelined block of 2
+    measured 1.1x ``simd_w1`` there.  Every kernel has the signature and result of
+    :func:`hvp_fused`.
     """
     target = SIMD_TARGET if target is None else target
     if target not in TARGETS:
@@ -240,6 +250,8 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
     columns = int(m if columns is None else columns)
     simd = simd_kernel(columns, target, d)
     if simd is not None:
+        if np.dtype(dtype) == np.float32:  # the widened rows do not pipeline
+            return TWO_LOOP_FOR_FLOAT32.get(simd, simd)
         return simd
     if columns == m and int(m) in PIPELINED_WIDTHS[target]:
         return PIPELINED_KERNELS[int(m)]
@@ -248,7 +260,7 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, d:
 
 def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
     """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
-    return hvp_kernel(D.shape[1], Vt.shape[0], d=X.shape[1])(X, D, Vt, n_chunks)
+    return hvp_kernel(D.shape[1], Vt.shape[0], d=X.shape[1], dtype=X.dtype)(X, D, Vt, n_chunks)
 
 
 ROW_CHUNKS = 8

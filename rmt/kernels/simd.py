@@ -24,7 +24,8 @@ summed in order), so results do not depend on the number of threads.  Works with
 of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
-``<8 x double>`` for AVX-512's 32 registers; ``KERNELS_AVX2`` (``simd4_c4..c32``) use
+``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
+``KERNELS_AVX2`` (``simd4_c4_pipe``, ``simd4_c8..c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 24
 and 32 columns in two column groups that read the same staged rows (``G``: still one pass over
 ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
@@ -37,6 +38,12 @@ so the kernel moves more bytes through the caches than it does FMAs.  The panel 
 ``P`` rows at a time (a panel that fits in L2, :data:`PANEL_BYTES`) through ``d`` in blocks of
 ``TB`` columns that fit in L1, twice (dots, then updates): ``Vtt`` and the accumulator cross
 the caches once per panel.  :func:`panels_pay` picks them by ``d`` (``hvp_kernel(..., d=)``).
+
+The pipelined form, :func:`_pipelined_product` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
+two loops of a step: :func:`dot_axpy_rows` forms the dots of the next ``R`` rows and adds the
+updates of the ``R`` rows before, whose coefficients the previous loop finished, so the stream of
+``X`` from memory overlaps the updates (``R`` dot accumulators and ``R`` coefficient vectors in
+registers: 12 rows for 8 columns on AVX-512, 4 rows for 4 columns on AVX2).
 
 ``X`` may be float32 (float32 storage of ``X``): each step of ``R`` rows is then first widened
 into a float64 scratch of ``R x d`` (one vectorised pass: ``<8 x float>`` loads, ``fpext`` to
@@ -375,6 +382,88 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
     return _typed(X, i, Rr, acc, R, W, L, _axpy_codegen)
 
 
+def _dot_axpy_codegen(nr, nw, nl):
+    """Code of :func:`dot_axpy_rows`: the loop of :func:`_dot_codegen` (from zero, with row
+    prefetches) and that of :func:`_axpy_codegen` for the rows ``Y[j .. j+nr-1]`` in one."""
+    vty = _vec(nl)
+
+    def codegen(context, builder, signature, args):
+        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
+        vd, _, vst = _unpack(context, builder, signature.args[2], args[2])
+        ud, _, ust = _unpack(context, builder, signature.args[3], args[3])
+        yd, _, yst = _unpack(context, builder, signature.args[4], args[4])
+        rd, _, rst = _unpack(context, builder, signature.args[6], args[6])
+        ad, _, ast = _unpack(context, builder, signature.args[7], args[7])
+        d, fma = xsh[1], _fma(builder, nl)
+        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
+        olds = _row_pointers(builder, yd, yst[0], args[5], nr)
+
+        def lanes(base, stride, q, w):
+            return _at(builder, base, builder.add(builder.mul(_I64(q), stride), _I64(8 * nl * w)))
+
+        coef = [
+            [_load(builder, lanes(rd, rst[0], q, w), vty) for w in range(nw)] for q in range(nr)
+        ]
+        zero = ir.Constant(vty, [0.0] * nl)
+        t, pre, body, done = _loop(builder, d, "dotaxpy")
+        accs = [[builder.phi(vty) for _ in range(nw)] for _ in range(nr)]
+        for q in range(nr):
+            for w in range(nw):
+                accs[q][w].add_incoming(zero, pre)
+        _row_prefetch(builder, rows[0], xst, t, nr)
+        vrow = _at(builder, vd, builder.mul(t, vst[0]))
+        v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
+        xoff, yoff = builder.mul(t, xst[1]), builder.mul(t, yst[1])
+        new = []
+        for q in range(nr):
+            s = _splat(builder, _load(builder, _at(builder, rows[q], xoff), _F64), nl)
+            new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
+        arow = _at(builder, ad, builder.mul(t, ast[0]))
+        part = [
+            [_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)
+        ]
+        for q in range(nr):
+            s = _splat(builder, _load(builder, _at(builder, olds[q], yoff), _F64), nl)
+            for w in range(nw):
+                h = q % 2
+                if part[w][h] is None:
+                    part[w][h] = builder.fmul(s, coef[q][w])
+                else:
+                    part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
+        for w in range(nw):
+            total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
+            _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
+        for q in range(nr):
+            for w in range(nw):
+                accs[q][w].add_incoming(new[q][w], body)
+        _close(builder, t, d, body, done)
+        results = []
+        for q in range(nr):  # the phis first: LLVM wants them at the top of the block
+            for w in range(nw):
+                res = builder.phi(vty)
+                res.add_incoming(zero, pre)
+                res.add_incoming(new[q][w], body)
+                results.append((q, w, res))
+        for q, w, res in results:
+            _store(builder, res, lanes(ud, ust[0], q, w))
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
+    """``U[q, :LW] = sum_t X[i+q, t] Vtt[t, :LW]`` and ``acc[t, :LW] += sum_q Y[j+q, t]
+    Rr[q, :LW]`` for ``q < R`` in one loop over ``t``: the dot products of a step and the
+    updates of the step before (the pipelined kernels, :func:`_pipelined_product`)."""
+    first = _typed(X, i, Vtt, U, R, W, L, lambda *a: None)
+    second = _typed(Y, j, Rr, acc, R, W, L, lambda *a: None)
+    if first is None or second is None:
+        return None
+    sig = types.void(X, i, Vtt, U, Y, j, Rr, acc, R, W, L)
+    return sig, _dot_axpy_codegen(R.literal_value, W.literal_value, L.literal_value)
+
+
 #: rows of ``d`` per task when the block is transposed in and the chunks are summed out
 REDUCE_ROWS = 512
 
@@ -527,6 +616,43 @@ def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
     return _sum_chunks(partial, C)
 
 
+@njit(cache=True, inline="always")
+def _pipelined_product(X, D, Vt, n_chunks, R, W, L=LANES):
+    """:func:`_product` (one column group) with the two loops over ``d`` of a step in one
+    (:func:`dot_axpy_rows`): the dot products of the next ``R`` rows and the updates of the
+    ``R`` rows before, whose coefficients the previous loop finished, so that the stream of
+    ``X`` overlaps the updates.  A chunk starts with the dot products alone and ends with the
+    pending updates alone; leftover rows take the two-loop step one at a time.  A float32 ``X``
+    is widened into two scratch blocks of ``R`` rows, used in turn."""
+    n, d = X.shape
+    m = D.shape[1]
+    C = Vt.shape[0]
+    Cp = L * W
+    Vtt, partial, chunk = _blocks(Vt, n, d, n_chunks, Cp)
+    for ch in prange(n_chunks):
+        lo, hi, acc, U, Rr, Xs = _chunk_scratch(X, partial, ch, chunk, R, Cp)
+        Xs2 = _row_scratch(X, R)
+        i = lo
+        if i + R <= hi:
+            Y, j = _staged_rows(X, i, R, Xs)
+            dot_rows(Y, j, Vtt, U, R, W, L)
+            _contract(U, D, i, R, m, C, Rr)
+            i += R
+            flip = True
+            while i + R <= hi:
+                Z, k = _staged_rows(X, i, R, Xs2 if flip else Xs)
+                dot_axpy_rows(Z, k, Vtt, U, Y, j, Rr, acc, R, W, L)
+                _contract(U, D, i, R, m, C, Rr)
+                Y, j = Z, k
+                flip = not flip
+                i += R
+            axpy_rows(Y, j, Rr, acc, R, W, L)
+        while i < hi:
+            _step(X, D, i, 1, Xs, Vtt, U, Rr, acc, m, C, 1, 1, W, L)
+            i += 1
+    return _sum_chunks(partial, C)
+
+
 #: bytes of the column block of ``Vtt`` (and of the accumulator) a panel step keeps in L1:
 #: ``TB = PANEL_L1_BYTES / (8 C)`` columns of ``d`` (64 for 32 columns; fits every L1 >= 32 kB)
 PANEL_L1_BYTES = 16384
@@ -636,8 +762,17 @@ def simd_w4(X, D, Vt, n_chunks):
     return _product(X, D, Vt, n_chunks, 6, 4)
 
 
-#: the ``<8 x double>`` kernels (AVX-512) by lane-vector count ``W`` (``8 W`` columns)
-KERNELS = {1: simd_w1, 2: simd_w2, 3: simd_w3, 4: simd_w4}
+@njit(cache=True, parallel=True)
+def simd_w1_pipe(X, D, Vt, n_chunks):
+    """8 columns pipelined (:func:`_pipelined_product`), 12 rows per step: 12 dot accumulators
+    and 12 coefficient vectors in AVX-512's 32 registers; 0.80-0.83x ``simd_w1`` (10 and 16
+    rows measured the same, benchmarks/RESULTS.md)."""
+    return _pipelined_product(X, D, Vt, n_chunks, 12, 1)
+
+
+#: the ``<8 x double>`` kernels (AVX-512) by lane-vector count ``W`` (``8 W`` columns); the
+#: two-loop ``simd_w1`` stays compiled and tested, not dispatched
+KERNELS = {1: simd_w1_pipe, 2: simd_w2, 3: simd_w3, 4: simd_w4}
 
 
 # The ``<4 x double>`` kernels for 16 vector registers (AVX2): R W <= 12 accumulators, so
@@ -669,11 +804,25 @@ def simd4_c32(X, D, Vt, n_chunks):
 
 
 #: the ``<4 x double>`` kernels (AVX2) by number of columns
-KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+@njit(cache=True, parallel=True)
+def simd4_c4_pipe(X, D, Vt, n_chunks):
+    """4 columns pipelined (:func:`_pipelined_product`), 4 rows per step: 4 dot accumulators
+    and 4 coefficient vectors in AVX2's 16 registers; 0.80x ``simd4_c4`` under AVX2 codegen
+    (6 rows: 0.85x; the block of 8 columns pipelined lost: 1.13-1.35x ``simd4_c8``)."""
+    return _pipelined_product(X, D, Vt, n_chunks, 4, 1, 4)
+
+
+KERNELS_AVX2 = {4: simd4_c4_pipe, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+
+#: the two-loop kernel that takes a pipelined one's place for float32 ``X``: a step of the
+#: pipelined kernel widens its rows into a scratch before it reads them, so the stream no
+#: longer overlaps anything (the block of 2 took 36 ms pipelined against 33 for ``simd_w1``)
+TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
 #: the column counts :func:`simd_kernel` hands to them on ``avx2``: those measured faster
 #: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"):
 #: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
-#: accumulators, no spills, 1.05-1.4x the unrolled kernels) and 8; streaming 32 columns
+#: accumulators, no spills, 1.05-1.4x the unrolled kernels; now pipelined, ``simd4_c4_pipe``)
+#: and 8; streaming 32 columns
 #: measured 0.7x the unrolled ``hvp_m4`` (the panel kernel takes them where it pays), 16 and
 #: 24 are not measured
 AVX2_DISPATCH = (4, 8)
@@ -683,8 +832,8 @@ AVX2_DISPATCH = (4, 8)
 #: loop over ``d`` that updates with the 4 rows before (``tools/gen_hvp_small.py``,
 #: ``pipelined_source``).  Measured 0.84-0.96x the two-loop kernels for m = 1..4 natively on an
 #: AVX-512 Xeon; under AVX2 codegen 0.84-0.92x for m = 1..3, while for m = 4 the 16 dot
-#: accumulators and 16 coefficients spill (1.29-1.33x), so m = 4 keeps ``simd4_c4`` and
-#: ``grad_m4`` there.  ``portable`` keeps the two-loop kernels (not measured off x86).
+#: accumulators and 16 coefficients spill (1.29-1.33x), so m = 4 keeps the 4-lane
+#: ``simd4_c4_pipe`` and ``grad_m4`` there.  ``portable`` keeps the two-loop kernels (not measured off x86).
 PIPELINED_WIDTHS = {"avx512": (1, 2, 3, 4), "avx2": (1, 2, 3), "portable": ()}
 
 
