@@ -338,6 +338,25 @@ def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
     return _typed(X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=True))
 
 
+def _axpy_step(builder, fma, acc, t, rows, off, coef, nw, nl):
+    """Emit ``acc[t, :LW] += sum_q rows[q][off] * coef[q]``: the body of one column of the
+    update loop, two partial sums per lane vector (shorter dependency chains)."""
+    vty = _vec(nl)
+    arow = _at(builder, acc[0], builder.mul(t, acc[1][0]))
+    part = [[_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)]
+    for q in range(len(rows)):
+        s = _splat(builder, _load(builder, _at(builder, rows[q], off), _F64), nl)
+        for w in range(nw):
+            h = q % 2
+            if part[w][h] is None:
+                part[w][h] = builder.fmul(s, coef[q][w])
+            else:
+                part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
+    for w in range(nw):
+        total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
+        _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
+
+
 def _axpy_codegen(nr, nw, nl):
     """Code of ``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` (:func:`axpy_rows`)."""
     vty = _vec(nl)
@@ -353,22 +372,7 @@ def _axpy_codegen(nr, nw, nl):
             for q in range(nr)
         ]  # fmt: skip
         t, _, body, done = _loop(builder, d, "axpy")
-        arow = _at(builder, ad, builder.mul(t, ast[0]))
-        toff = builder.mul(t, xst[1])
-        part = [
-            [_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)
-        ]
-        for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
-            for w in range(nw):
-                h = q % 2
-                if part[w][h] is None:
-                    part[w][h] = builder.fmul(s, coef[q][w])
-                else:
-                    part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
-        for w in range(nw):
-            total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
-            _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
+        _axpy_step(builder, fma, (ad, ast), t, rows, builder.mul(t, xst[1]), coef, nw, nl)
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
 
@@ -418,21 +422,7 @@ def _dot_axpy_codegen(nr, nw, nl):
         for q in range(nr):
             s = _splat(builder, _load(builder, _at(builder, rows[q], xoff), _F64), nl)
             new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
-        arow = _at(builder, ad, builder.mul(t, ast[0]))
-        part = [
-            [_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)
-        ]
-        for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, olds[q], yoff), _F64), nl)
-            for w in range(nw):
-                h = q % 2
-                if part[w][h] is None:
-                    part[w][h] = builder.fmul(s, coef[q][w])
-                else:
-                    part[w][h] = builder.call(fma, [s, coef[q][w], part[w][h]])
-        for w in range(nw):
-            total = part[w][0] if part[w][1] is None else builder.fadd(part[w][0], part[w][1])
-            _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
+        _axpy_step(builder, fma, (ad, ast), t, olds, yoff, coef, nw, nl)
         for q in range(nr):
             for w in range(nw):
                 accs[q][w].add_incoming(new[q][w], body)
