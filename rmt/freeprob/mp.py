@@ -70,7 +70,8 @@ class MPSystem:
         self.e = (self.ia == self.ib).astype(np.float64)  # vech(I)
         #: unrolled kernels for m <= 4 read vech(D_i) node-last (``Dv[u, i]``)
         self.unrolled = m in MOMENTS
-        self.D, self.w, self.zhat, self.Dv = _node_arrays(law, self.unrolled)
+        self._nodes = _node_arrays(law, self.unrolled)
+        self.D, self.w, self.zhat, self.Dv = self._nodes.arrays
         self._spike_layout = None
 
     # -- symmetric coordinates ---------------------------------------------------------
@@ -214,9 +215,9 @@ class MPSystem:
             cols = np.tile(tri_m, (K, K))  # (a, b)
             fused = SPIKE_SUMS.get((m, qa.size))
             if fused is not None:
-                sums = (fused, _cached_weight_rows(self.law, self.w, self.zhat))
+                sums = (fused, self._nodes.weight_rows())
             else:
-                sums = (None, _cached_workspace(self.law, self.Dv, self.w, self.zhat))
+                sums = (None, _cached_workspace(self.law, self._nodes))
             self._spike_layout = (sums, rows, cols)
         (fused, data), rows, cols = self._spike_layout
         p = self.Dv.shape[0]
@@ -246,22 +247,40 @@ class MPSystem:
 _NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+class _LawNodes:
+    """A law's node arrays as the kernels read them: ``arrays = (D, w, zhat, Dv)``, contiguous,
+    ``Dv = vech(D_i)`` node-last (``None`` unless unrolled), and the spike weight rows, made on
+    first use; ``sources`` are the law's arrays they were made from."""
+
+    def __init__(self, sources, unrolled):
+        self.sources = sources
+        D, w, zhat = (np.ascontiguousarray(a) for a in sources)
+        Dv = None
+        if unrolled:
+            ia, ib = np.triu_indices(D.shape[1])
+            Dv = np.ascontiguousarray(D[:, ia, ib].T)
+        self.arrays = (D, w, zhat, Dv)
+        self._weight_rows = None
+
+    def weight_rows(self):
+        """``w zhat_q zhat_r`` for each pair ``q <= r`` in ``np.triu_indices`` order (pairs x
+        nodes, C-contiguous): for the m = 1 sweep law (212k nodes) the product took longer than
+        a spike sum, so it is made once per law.  Read-only, shared by threads."""
+        if self._weight_rows is None:
+            _, w, zhat, _ = self.arrays
+            qa, qb = np.triu_indices(zhat.shape[1])
+            self._weight_rows = np.ascontiguousarray((w[:, None] * zhat[:, qa] * zhat[:, qb]).T)
+        return self._weight_rows
+
+
 def _node_arrays(law, unrolled):
-    """``(D, w, zhat, Dv)`` of ``law``, contiguous, with ``Dv = vech(D_i)`` node-last (``None``
-    unless ``unrolled``); built once per law and kept while ``law.D``, ``law.weights`` and
-    ``law.zhat`` are the same objects."""
+    """The :class:`_LawNodes` of ``law``, built once per law and kept while ``law.D``,
+    ``law.weights`` and ``law.zhat`` are the same objects."""
     sources = (law.D, law.weights, law.zhat)
     kept = _NODE_ARRAYS.get(law)
-    if kept is not None and all(a is b for a, b in zip(kept[0], sources)):
-        return kept[1]
-    D, w, zhat = (np.ascontiguousarray(a) for a in sources)
-    Dv = None
-    if unrolled:
-        ia, ib = np.triu_indices(D.shape[1])
-        Dv = np.ascontiguousarray(D[:, ia, ib].T)
-    arrays = (D, w, zhat, Dv)
-    _NODE_ARRAYS[law] = (sources, arrays)
-    return arrays
+    if kept is None or not all(a is b for a, b in zip(kept.sources, sources)):
+        kept = _NODE_ARRAYS[law] = _LawNodes(sources, unrolled)
+    return kept
 
 
 #: the block workspaces of ``SPIKE_NODES`` by law and thread: a law's nodes do not change, and
@@ -270,34 +289,15 @@ def _node_arrays(law, unrolled):
 _SPIKE_WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _cached_workspace(law, Dv, w, zhat):
-    """``_spike_workspace`` of ``law``'s nodes, built once per law and thread (the kernel writes
-    its outputs into it: threads solving the same law each get their own)."""
+def _cached_workspace(law, nodes):
+    """``_spike_workspace`` of ``law``'s nodes (a :class:`_LawNodes`), built once per law and
+    thread (the kernel writes its outputs into it: threads solving the same law each get their
+    own)."""
     per_law = _SPIKE_WORKSPACES.setdefault(law, {})
     key = threading.get_ident()
     if key not in per_law:
-        per_law[key] = _spike_workspace(Dv, _weight_rows(w, zhat))
+        per_law[key] = _spike_workspace(nodes.arrays[3], nodes.weight_rows())
     return per_law[key]
-
-
-#: the weight rows of the fused spike kernels (K <= 3) by law: read-only, shared by threads
-_WEIGHT_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _cached_weight_rows(law, w, zhat):
-    """``_weight_rows`` of ``law``'s nodes, built once per law (for the m = 1 sweep law, 212k
-    nodes, the copy took longer than a spike sum)."""
-    kept = _WEIGHT_ROWS.get(law)
-    if kept is None or kept[0] is not zhat or kept[1] is not w:
-        kept = _WEIGHT_ROWS[law] = (zhat, w, _weight_rows(w, zhat))
-    return kept[2]
-
-
-def _weight_rows(w, zhat):
-    """The weight rows ``w zhat_q zhat_r`` of the spike sums, one per pair ``q <= r`` in
-    ``np.triu_indices`` order (pairs x nodes, C-contiguous)."""
-    qa, qb = np.triu_indices(zhat.shape[1])
-    return np.ascontiguousarray((w[:, None] * zhat[:, qa] * zhat[:, qb]).T)
 
 
 def _spike_workspace(Dv, zzT):

@@ -30,7 +30,7 @@ from ._generated.descent_small import (
     row_coefficients,
     row_losses,
 )
-from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS
+from .simd import PIPELINED_WIDTHS, resolve_target
 
 #: rows per step of the generic kernels
 ROWS_PER_STEP = 4
@@ -138,9 +138,7 @@ def step_kernels(m: int, unrolled: bool = True, target: str | None = None):
     ``simd.PIPELINED_WIDTHS[target]`` go to the pipelined ``grad_m{m}_p4`` (the dot products
     of a step in the loop of the updates of the step before, as ``hvp_m{m}_p4``).
     """
-    target = SIMD_TARGET if target is None else target
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    target = resolve_target(target)
     if unrolled and m in GRAD_KERNELS:
         grad = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
         return grad, LOSS_KERNELS[m]

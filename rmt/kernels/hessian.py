@@ -20,7 +20,7 @@ from numba import njit, prange
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
-from .simd import PIPELINED_WIDTHS, SIMD_TARGET, TARGETS, TWO_LOOP_FOR_FLOAT32, simd_kernel
+from .simd import PIPELINED_WIDTHS, TWO_LOOP_FOR_FLOAT32, resolve_target, simd_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -244,9 +244,7 @@ def hvp_kernel(
     measured 1.1x ``simd_w1`` there.  Every kernel has the signature and result of
     :func:`hvp_fused`.
     """
-    target = SIMD_TARGET if target is None else target
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    target = resolve_target(target)
     columns = int(m if columns is None else columns)
     simd = simd_kernel(columns, target, d)
     if simd is not None:

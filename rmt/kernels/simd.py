@@ -138,6 +138,15 @@ SIMD_TARGET = simd_target()
 WIDE_VECTORS = SIMD_TARGET == "avx512"
 
 
+def resolve_target(target: str | None) -> str:
+    """``target``, or :data:`SIMD_TARGET` for ``None``; ValueError for anything not in
+    :data:`TARGETS` (the ``target`` argument of the dispatchers)."""
+    target = SIMD_TARGET if target is None else target
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    return target
+
+
 def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
 
@@ -275,9 +284,11 @@ def _prologue(context, builder, signature, args, nr, lanes):
     return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder, lanes), rows
 
 
-def _dot_codegen(nr, nw, nl, accumulate):
+def _dot_codegen(nr, nw, nl, accumulate, updates=False):
     """Code of ``U[q, :LW] (+)= sum_t X[i+q, t] * Vtt[t, :LW]`` with row prefetches: from zero
-    (:func:`dot_rows`) or from the current ``U`` (:func:`dot_rows_acc`)."""
+    (:func:`dot_rows`) or from the current ``U`` (:func:`dot_rows_acc`); with ``updates``, the
+    loop also adds ``sum_q Y[j+q, t] Rr[q, :LW]`` to ``acc[t, :LW]`` (:func:`dot_axpy_rows`,
+    arguments 4-7: ``Y, j, Rr, acc``)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
@@ -285,11 +296,19 @@ def _dot_codegen(nr, nw, nl, accumulate):
             context, builder, signature, args, nr, nl
         )
 
-        def slot(q, w):  # the address of U[q, w-th lane vector], built where it is used
-            return _at(builder, ud, builder.add(builder.mul(_I64(q), ust[0]), _I64(8 * nl * w)))
+        def slot(base, stride, q, w):  # the address of row q's w-th lane vector
+            return _at(builder, base, builder.add(builder.mul(_I64(q), stride), _I64(8 * nl * w)))
 
+        if updates:
+            yd, _, yst = _unpack(context, builder, signature.args[4], args[4])
+            rd, _, rst = _unpack(context, builder, signature.args[6], args[6])
+            acc = _unpack(context, builder, signature.args[7], args[7])[::2]
+            olds = _row_pointers(builder, yd, yst[0], args[5], nr)
+            coef = [[_load(builder, slot(rd, rst[0], q, w), vty) for w in range(nw)]
+                    for q in range(nr)]  # fmt: skip
         if accumulate:
-            start = [[_load(builder, slot(q, w), vty) for w in range(nw)] for q in range(nr)]
+            start = [[_load(builder, slot(ud, ust[0], q, w), vty) for w in range(nw)]
+                     for q in range(nr)]  # fmt: skip
         else:
             zero = ir.Constant(vty, [0.0] * nl)
             start = [[zero] * nw for _ in range(nr)]
@@ -306,19 +325,21 @@ def _dot_codegen(nr, nw, nl, accumulate):
         for q in range(nr):
             s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
             new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
+        if updates:
+            _axpy_step(builder, fma, acc, t, olds, builder.mul(t, yst[1]), coef, nw, nl)
         for q in range(nr):
             for w in range(nw):
                 accs[q][w].add_incoming(new[q][w], body)
         _close(builder, t, d, body, done)
         results = []
-        for q in range(nr):
+        for q in range(nr):  # the phis first: LLVM wants them at the top of the block
             for w in range(nw):
                 res = builder.phi(vty)
                 res.add_incoming(start[q][w], pre)
                 res.add_incoming(new[q][w], body)
                 results.append((q, w, res))
         for q, w, res in results:
-            _store(builder, res, slot(q, w))
+            _store(builder, res, slot(ud, ust[0], q, w))
         return context.get_dummy_value()
 
     return codegen
@@ -386,61 +407,6 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
     return _typed(X, i, Rr, acc, R, W, L, _axpy_codegen)
 
 
-def _dot_axpy_codegen(nr, nw, nl):
-    """Code of :func:`dot_axpy_rows`: the loop of :func:`_dot_codegen` (from zero, with row
-    prefetches) and that of :func:`_axpy_codegen` for the rows ``Y[j .. j+nr-1]`` in one."""
-    vty = _vec(nl)
-
-    def codegen(context, builder, signature, args):
-        xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
-        vd, _, vst = _unpack(context, builder, signature.args[2], args[2])
-        ud, _, ust = _unpack(context, builder, signature.args[3], args[3])
-        yd, _, yst = _unpack(context, builder, signature.args[4], args[4])
-        rd, _, rst = _unpack(context, builder, signature.args[6], args[6])
-        ad, _, ast = _unpack(context, builder, signature.args[7], args[7])
-        d, fma = xsh[1], _fma(builder, nl)
-        rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-        olds = _row_pointers(builder, yd, yst[0], args[5], nr)
-
-        def lanes(base, stride, q, w):
-            return _at(builder, base, builder.add(builder.mul(_I64(q), stride), _I64(8 * nl * w)))
-
-        coef = [
-            [_load(builder, lanes(rd, rst[0], q, w), vty) for w in range(nw)] for q in range(nr)
-        ]
-        zero = ir.Constant(vty, [0.0] * nl)
-        t, pre, body, done = _loop(builder, d, "dotaxpy")
-        accs = [[builder.phi(vty) for _ in range(nw)] for _ in range(nr)]
-        for q in range(nr):
-            for w in range(nw):
-                accs[q][w].add_incoming(zero, pre)
-        _row_prefetch(builder, rows[0], xst, t, nr)
-        vrow = _at(builder, vd, builder.mul(t, vst[0]))
-        v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
-        xoff, yoff = builder.mul(t, xst[1]), builder.mul(t, yst[1])
-        new = []
-        for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], xoff), _F64), nl)
-            new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
-        _axpy_step(builder, fma, (ad, ast), t, olds, yoff, coef, nw, nl)
-        for q in range(nr):
-            for w in range(nw):
-                accs[q][w].add_incoming(new[q][w], body)
-        _close(builder, t, d, body, done)
-        results = []
-        for q in range(nr):  # the phis first: LLVM wants them at the top of the block
-            for w in range(nw):
-                res = builder.phi(vty)
-                res.add_incoming(zero, pre)
-                res.add_incoming(new[q][w], body)
-                results.append((q, w, res))
-        for q, w, res in results:
-            _store(builder, res, lanes(ud, ust[0], q, w))
-        return context.get_dummy_value()
-
-    return codegen
-
-
 @intrinsic
 def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
     """``U[q, :LW] = sum_t X[i+q, t] Vtt[t, :LW]`` and ``acc[t, :LW] += sum_q Y[j+q, t]
@@ -451,7 +417,7 @@ def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
     if first is None or second is None:
         return None
     sig = types.void(X, i, Vtt, U, Y, j, Rr, acc, R, W, L)
-    return sig, _dot_axpy_codegen(R.literal_value, W.literal_value, L.literal_value)
+    return sig, _dot_codegen(R.literal_value, W.literal_value, L.literal_value, False, True)
 
 
 #: rows of ``d`` per task when the block is transposed in and the chunks are summed out
