@@ -1,5 +1,6 @@
 """Gradient-descent engine, its kernels and the phase rule (docs/theory.md sections 1.3 and 7)."""
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -10,10 +11,10 @@ import pytest
 import rmt
 from rmt.descent import PlateauRule, escape_step, gradient_descent, segment_phases
 from rmt.kernels._generated.descent_small import GRAD_KERNELS, PIPELINED
-from rmt.kernels.descent import step_kernels
+from rmt.kernels.descent import LANE_STEP_WIDTHS, step_candidates, step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES
 from rmt.kernels.hessian import default_chunks
-from rmt.kernels.simd import PIPELINED_WIDTHS
+from rmt.kernels.simd import PIPELINED_WIDTHS, grad4_c4
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,11 +62,14 @@ def test_kernels_match_numpy_reference(rng, m, unrolled):
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 @pytest.mark.parametrize("target", ["avx512", "avx2", "portable"])
 def test_every_path_matches_numpy_reference(rng, m, target):
-    """The kernels each SIMD path dispatches (the pipelined ``grad_m{m}_p4`` for the widths of
+    """The kernels each SIMD path dispatches (the 4-lane ``grad4_c4`` for the widths of
+    ``LANE_STEP_WIDTHS[target]``, the pipelined ``grad_m{m}_p4`` for those of
     ``PIPELINED_WIDTHS[target]``, else ``grad_m{m}``), for row counts that leave every
     remainder of the 4-row pipeline and of the chunks, against TwoLayerNet.loss_and_grad."""
     grad_kernel, _ = step_kernels(m, target=target)
     want = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
+    if m in LANE_STEP_WIDTHS[target]:
+        want = grad4_c4
     assert grad_kernel is want
     for n in (1, 3, 5, 203):
         for act, loss in (("softplus", "huber"), ("tanh", "logistic"), ("relu", "square")):
@@ -77,6 +81,31 @@ def test_every_path_matches_numpy_reference(rng, m, target):
             assert err <= 1e-12 * max(1e-3, np.abs(ref_grad).max()), (n, act, loss, err)
     with pytest.raises(ValueError, match="target must be one of"):
         step_kernels(4, target="sse2")
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+def test_4_lane_step_matches_numpy_reference(rng, m):
+    """``grad4_c4`` (the ``m`` columns in the lanes of one ``<4 x double>``, 8 rows per step,
+    padding lanes for m < 4) for every activation and loss, row counts around one step, and
+    float32 rows (against the float64 reference of the rounded rows), to 1e-12 relative."""
+    assert grad4_c4 in step_candidates(m)
+    for n in (1, 7, 8, 9, 203):
+        for act in ACTIVATIONS:
+            for loss in LOSSES:
+                net, data, W = _problem(rng, act, loss, m, n=n)
+                total, G = _kernel_call(grad4_c4, net, data, W)
+                ref_value, ref_grad = net.loss_and_grad(data, W)
+                assert abs(total / data.n - ref_value) <= 1e-12 * max(1.0, abs(ref_value))
+                err = np.abs(G.T / data.n - ref_grad).max()
+                assert err <= 1e-12 * max(1e-3, np.abs(ref_grad).max()), (n, act, loss, err)
+    net, data, W = _problem(rng, "softplus", "huber", m, n=203)
+    rounded = data.X.astype(np.float32)
+    ref_value, ref_grad = net.loss_and_grad(
+        dataclasses.replace(data, X=rounded.astype(np.float64)), W
+    )
+    total, G = _kernel_call(grad4_c4, net, dataclasses.replace(data, X=rounded), W)
+    assert abs(total / data.n - ref_value) <= 1e-12 * max(1.0, abs(ref_value))
+    assert np.abs(G.T / data.n - ref_grad).max() <= 1e-12 * np.abs(ref_grad).max()
 
 
 @pytest.mark.parametrize("act", ["softplus", "tanh", "cubic"])

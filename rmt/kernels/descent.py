@@ -30,10 +30,17 @@ from ._generated.descent_small import (
     row_coefficients,
     row_losses,
 )
-from .simd import PIPELINED_WIDTHS, resolve_target
+from .simd import PIPELINED_WIDTHS, grad4_c4, resolve_target
 
 #: rows per step of the generic kernels
 ROWS_PER_STEP = 4
+
+#: widths ``m`` whose loss-and-gradient step runs in the 4-lane explicit-SIMD layout on each
+#: path (``simd.grad4_c4``: the ``m`` columns of ``W`` in the lanes of one ``<4 x double>``,
+#: 8 rows per step).  m = 4 on AVX2: on a Zen 3 (2026-12-02) 29.2 ms against 37.9 for
+#: ``grad_m4`` and 56.5 for ``grad_m4_p4`` side by side (benchmarks/RESULTS.md, "Gradient
+#: step"); m = 2 there 30 against 24-25 ms: the unrolled kernels keep the smaller widths
+LANE_STEP_WIDTHS = {"avx512": (), "avx2": (4,), "portable": ()}
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
@@ -135,11 +142,25 @@ def step_kernels(m: int, unrolled: bool = True, target: str | None = None):
     Both take ``(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks)``; ``unrolled=False``
     forces the generic kernels (for tests and benchmarks).  ``target`` is the SIMD path
     (default ``rmt.kernels.simd.SIMD_TARGET``): the loss and gradient of a width in
-    ``simd.PIPELINED_WIDTHS[target]`` go to the pipelined ``grad_m{m}_p4`` (the dot products
-    of a step in the loop of the updates of the step before, as ``hvp_m{m}_p4``).
+    ``LANE_STEP_WIDTHS[target]`` go to the 4-lane ``simd.grad4_c4``, of a width in
+    ``simd.PIPELINED_WIDTHS[target]`` to the pipelined ``grad_m{m}_p4`` (the dot products of
+    a step in the loop of the updates of the step before, as ``hvp_m{m}_p4``).
     """
     target = resolve_target(target)
     if unrolled and m in GRAD_KERNELS:
-        grad = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
+        if m in LANE_STEP_WIDTHS[target]:
+            grad = grad4_c4
+        else:
+            grad = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
         return grad, LOSS_KERNELS[m]
     return loss_grad_generic, loss_generic
+
+
+def step_candidates(m: int) -> tuple:
+    """Every loss-and-gradient kernel that a path may dispatch for width ``m <= 4``: the
+    two-loop ``grad_m{m}``, the pipelined ``grad_m{m}_p4`` and the 4-lane ``grad4_c4``
+    (for tests and for the benchmark that compares them side by side); the generic kernel
+    beyond."""
+    if m not in GRAD_KERNELS:
+        return (loss_grad_generic,)
+    return (GRAD_KERNELS[m], PIPELINED[m], grad4_c4)

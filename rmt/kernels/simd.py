@@ -25,7 +25,7 @@ of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
 ``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
-``KERNELS_AVX2`` (``simd4_c4_pipe``, ``simd4_c8..c32``) use
+``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 24
 and 32 columns in two column groups that read the same staged rows (``G``: still one pass over
 ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
@@ -39,7 +39,7 @@ so the kernel moves more bytes through the caches than it does FMAs.  The panel 
 ``TB`` columns that fit in L1, twice (dots, then updates): ``Vtt`` and the accumulator cross
 the caches once per panel.  :func:`panels_pay` picks them by ``d`` (``hvp_kernel(..., d=)``).
 
-The pipelined form, :func:`_pipelined_product` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
+The pipelined form, :func:`_pipelined_sums` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
 two loops of a step: :func:`dot_axpy_rows` forms the dots of the next ``R`` rows and adds the
 updates of the ``R`` rows before, whose coefficients the previous loop finished, so the stream of
 ``X`` from memory overlaps the updates (``R`` dot accumulators and ``R`` coefficient vectors in
@@ -63,6 +63,8 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic, overload
+
+from ._generated.descent_small import row_coefficients
 
 LANES = 8
 #: doubles in a cache line (the prefetch steps in lines, not in lane vectors)
@@ -411,7 +413,7 @@ def axpy_rows(typingctx, X, i, Rr, acc, R, W, L):
 def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
     """``U[q, :LW] = sum_t X[i+q, t] Vtt[t, :LW]`` and ``acc[t, :LW] += sum_q Y[j+q, t]
     Rr[q, :LW]`` for ``q < R`` in one loop over ``t``: the dot products of a step and the
-    updates of the step before (the pipelined kernels, :func:`_pipelined_product`)."""
+    updates of the step before (the pipelined kernels, :func:`_pipelined_sums`)."""
     first = _typed(X, i, Vtt, U, R, W, L, lambda *a: None)
     second = _typed(Y, j, Rr, acc, R, W, L, lambda *a: None)
     if first is None or second is None:
@@ -480,17 +482,45 @@ def _contract(U, D, i, nr, m, C, Rr):
                 Rr[q, c0 + k] = s
 
 
+def _coefficients(rule, U, i, nr, C, Rr):
+    """Row coefficients ``Rr[q]`` of rows ``i .. i+nr-1`` from their dot products ``U[q]``,
+    and the sum of their losses.  ``rule`` picks the map at compile time: the curvature blocks
+    ``D`` (``n x m x m``) of a Hessian product (:func:`_contract`; no loss: 0.0), or the tuple
+    ``(y, a, act_code, loss_code, huber_delta)`` of a gradient step, whose coefficients are
+    ``l'_q a_j sigma'(u_qj)`` (``row_coefficients`` of the step kernels; ``C = m``)."""
+
+
+@overload(_coefficients)
+def _coefficients_impl(rule, U, i, nr, C, Rr):
+    if isinstance(rule, types.Array):
+
+        def contract(rule, U, i, nr, C, Rr):
+            _contract(U, rule, i, nr, rule.shape[1], C, Rr)
+            return 0.0
+
+        return contract
+
+    def gradient(rule, U, i, nr, C, Rr):
+        y, a, act_code, loss_code, huber_delta = rule
+        c = Rr[:nr, :C]
+        return row_coefficients(U[:nr, :C], nr, y, i, a, act_code, loss_code, huber_delta, c)
+
+    return gradient
+
+
 @njit(cache=True, inline="always")
-def _step(X, D, i, nr, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L):
+def _step(X, rule, i, nr, Xs, Vtt, U, Rr, acc, C, G, R, W, L):
     """One step of ``nr`` rows from row ``i``: ``G`` groups of ``W`` vectors of ``L`` lanes
-    (``R``, ``W``, ``L`` literal), the rows staged once and read by every group from cache."""
+    (``R``, ``W``, ``L`` literal), the rows staged once and read by every group from cache;
+    returns the rows' losses (:func:`_coefficients`)."""
     Y, j = _staged_rows(X, i, nr, Xs)
     LW = L * W
     for g in range(G):
         dot_rows(Y, j, Vtt[:, g * LW : (g + 1) * LW], U[:, g * LW : (g + 1) * LW], R, W, L)
-    _contract(U, D, i, nr, m, C, Rr)
+    total = _coefficients(rule, U, i, nr, C, Rr)
     for g in range(G):
         axpy_rows(Y, j, Rr[:, g * LW : (g + 1) * LW], acc[:, g * LW : (g + 1) * LW], R, W, L)
+    return total
 
 
 @njit(cache=True, inline="always")
@@ -525,6 +555,15 @@ def _sum_chunks(partial, C):
 
 
 @njit(cache=True, inline="always")
+def _chunk_total(losses):
+    """The chunks' losses summed in chunk order (independent of the number of threads)."""
+    total = 0.0
+    for ch in range(losses.shape[0]):
+        total += losses[ch]
+    return total
+
+
+@njit(cache=True, inline="always")
 def _blocks(Vt, n, d, n_chunks, Cp):
     """``Vtt`` (:func:`_transposed_block`), the per-chunk accumulators (``n_chunks x d x Cp``)
     and the rows per chunk: the fixed chunks of ``hvp_fused``."""
@@ -550,63 +589,70 @@ def _chunk_scratch(X, partial, ch, chunk, rows, Cp):
 
 
 @njit(cache=True, inline="always")
-def _product(X, D, Vt, n_chunks, R, W, L=LANES, G=1):
-    """``sum_i x_i r_i^T`` with ``r_i = (x_i^T V) D_i`` for the block ``Vt`` (``b*m x d``),
-    like ``hessian.hvp_fused``; ``R`` rows per step, ``G`` column groups of ``W`` vectors of
-    ``L`` lanes (``G L W >= b*m``), ``R``, ``W``, ``L`` compile-time constants (one wrapper
-    per shape below)."""
+def _product(X, rule, Vt, n_chunks, R, W, L=LANES, G=1):
+    """``(sum of the row losses, sum_i x_i r_i^T)`` for the block ``Vt`` (``C x d``) with the
+    row coefficients ``r_i`` of ``rule`` (:func:`_coefficients`: ``r_i = (x_i^T V) D_i`` as
+    ``hessian.hvp_fused``, or a gradient step's); ``R`` rows per step, ``G`` column groups of
+    ``W`` vectors of ``L`` lanes (``G L W >= C``), ``R``, ``W``, ``L`` compile-time constants
+    (one wrapper per shape below)."""
     n, d = X.shape
-    m = D.shape[1]
     C = Vt.shape[0]
     Cp = G * L * W
     Vtt, partial, chunk = _blocks(Vt, n, d, n_chunks, Cp)
+    losses = np.zeros(n_chunks)
     for ch in prange(n_chunks):
         lo, hi, acc, U, Rr, Xs = _chunk_scratch(X, partial, ch, chunk, R, Cp)
+        total = 0.0
         i = lo
         while i + R <= hi:
-            _step(X, D, i, R, Xs, Vtt, U, Rr, acc, m, C, G, R, W, L)
+            total += _step(X, rule, i, R, Xs, Vtt, U, Rr, acc, C, G, R, W, L)
             i += R
         while i < hi:
-            _step(X, D, i, 1, Xs, Vtt, U, Rr, acc, m, C, G, 1, W, L)
+            total += _step(X, rule, i, 1, Xs, Vtt, U, Rr, acc, C, G, 1, W, L)
             i += 1
-    return _sum_chunks(partial, C)
+        losses[ch] = total
+    return _chunk_total(losses), _sum_chunks(partial, C)
 
 
 @njit(cache=True, inline="always")
-def _pipelined_product(X, D, Vt, n_chunks, R, W, L=LANES):
+def _pipelined_sums(X, rule, Vt, n_chunks, R, W, L=LANES):
     """:func:`_product` (one column group) with the two loops over ``d`` of a step in one
     (:func:`dot_axpy_rows`): the dot products of the next ``R`` rows and the updates of the
     ``R`` rows before, whose coefficients the previous loop finished, so that the stream of
     ``X`` overlaps the updates.  A chunk starts with the dot products alone and ends with the
     pending updates alone; leftover rows take the two-loop step one at a time.  A float32 ``X``
-    is widened into two scratch blocks of ``R`` rows, used in turn."""
+    is widened into two scratch blocks of ``R`` rows, used in turn.  ``rule`` is that of
+    :func:`_coefficients` (a Hessian product or a gradient step); returns ``(sum of the row
+    losses, sum_i x_i r_i^T as C x d)``, the chunks summed in order."""
     n, d = X.shape
-    m = D.shape[1]
     C = Vt.shape[0]
     Cp = L * W
     Vtt, partial, chunk = _blocks(Vt, n, d, n_chunks, Cp)
+    losses = np.zeros(n_chunks)
     for ch in prange(n_chunks):
         lo, hi, acc, U, Rr, Xs = _chunk_scratch(X, partial, ch, chunk, R, Cp)
         Xs2 = _row_scratch(X, R)
+        total = 0.0
         i = lo
         if i + R <= hi:
             Y, j = _staged_rows(X, i, R, Xs)
             dot_rows(Y, j, Vtt, U, R, W, L)
-            _contract(U, D, i, R, m, C, Rr)
+            total += _coefficients(rule, U, i, R, C, Rr)
             i += R
             flip = True
             while i + R <= hi:
                 Z, k = _staged_rows(X, i, R, Xs2 if flip else Xs)
                 dot_axpy_rows(Z, k, Vtt, U, Y, j, Rr, acc, R, W, L)
-                _contract(U, D, i, R, m, C, Rr)
+                total += _coefficients(rule, U, i, R, C, Rr)
                 Y, j = Z, k
                 flip = not flip
                 i += R
             axpy_rows(Y, j, Rr, acc, R, W, L)
         while i < hi:
-            _step(X, D, i, 1, Xs, Vtt, U, Rr, acc, m, C, 1, 1, W, L)
+            total += _step(X, rule, i, 1, Xs, Vtt, U, Rr, acc, C, 1, 1, W, L)
             i += 1
-    return _sum_chunks(partial, C)
+        losses[ch] = total
+    return _chunk_total(losses), _sum_chunks(partial, C)
 
 
 #: bytes of the column block of ``Vtt`` (and of the accumulator) a panel step keeps in L1:
@@ -690,7 +736,7 @@ def _panel_product(X, D, Vt, n_chunks, panel_bytes, R, W, L, G):
                                   Ab[:, g * LW : (g + 1) * LW], R, W, L)  # fmt: skip
             p0 += npr
         while p0 < hi:  # the scratch of the panel serves the one-row steps too
-            _step(X, D, p0, 1, Xp, Vtt, U, Rr, acc, m, C, G, 1, W, L)
+            _step(X, D, p0, 1, Xp, Vtt, U, Rr, acc, C, G, 1, W, L)
             p0 += 1
     return _sum_chunks(partial, C)
 
@@ -700,30 +746,30 @@ def _panel_product(X, D, Vt, n_chunks, panel_bytes, R, W, L, G):
 # signature ``(X, D, Vt, n_chunks)`` of ``hessian.hvp_fused``.
 @njit(cache=True, parallel=True)
 def simd_w1(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 16, 1)
+    return _product(X, D, Vt, n_chunks, 16, 1)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd_w2(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 8, 2)
+    return _product(X, D, Vt, n_chunks, 8, 2)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd_w3(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 8, 3)
+    return _product(X, D, Vt, n_chunks, 8, 3)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd_w4(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 6, 4)
+    return _product(X, D, Vt, n_chunks, 6, 4)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd_w1_pipe(X, D, Vt, n_chunks):
-    """8 columns pipelined (:func:`_pipelined_product`), 12 rows per step: 12 dot accumulators
+    """8 columns pipelined (:func:`_pipelined_sums`), 12 rows per step: 12 dot accumulators
     and 12 coefficient vectors in AVX-512's 32 registers; 0.80-0.83x ``simd_w1`` (10 and 16
     rows measured the same, benchmarks/RESULTS.md)."""
-    return _pipelined_product(X, D, Vt, n_chunks, 12, 1)
+    return _pipelined_sums(X, D, Vt, n_chunks, 12, 1)[1]
 
 
 #: the ``<8 x double>`` kernels (AVX-512) by lane-vector count ``W`` (``8 W`` columns); the
@@ -736,49 +782,69 @@ KERNELS = {1: simd_w1_pipe, 2: simd_w2, 3: simd_w3, 4: simd_w4}
 # two groups of 12 and 16 over the same staged rows (one pass over ``X``).
 @njit(cache=True, parallel=True)
 def simd4_c4(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 8, 1, 4, 1)
+    return _product(X, D, Vt, n_chunks, 8, 1, 4, 1)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c8(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 6, 2, 4, 1)
+    """8 columns, 4 rows per step: the update loop keeps ``4 x 2`` coefficient vectors and
+    ``2 x 2`` partial sums in registers (with 6 rows its 12 coefficients spilled: on a Zen 3,
+    2026-12-02, 6 rows took 57-74 ms and 4 rows 42-47 ms for a block of 2 of m = 4 at
+    ``n = 16000, d = 4000``, in three processes; 5 rows 39-52 ms)."""
+    return _product(X, D, Vt, n_chunks, 4, 2, 4, 1)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c16(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 3, 4, 4, 1)
+    return _product(X, D, Vt, n_chunks, 3, 4, 4, 1)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c24(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 4, 3, 4, 2)
+    return _product(X, D, Vt, n_chunks, 4, 3, 4, 2)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c32(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 3, 4, 4, 2)
+    return _product(X, D, Vt, n_chunks, 3, 4, 4, 2)[1]
 
 
 #: the ``<4 x double>`` kernels (AVX2) by number of columns
 @njit(cache=True, parallel=True)
 def simd4_c4_pipe(X, D, Vt, n_chunks):
-    """4 columns pipelined (:func:`_pipelined_product`), 4 rows per step: 4 dot accumulators
+    """4 columns pipelined (:func:`_pipelined_sums`), 4 rows per step: 4 dot accumulators
     and 4 coefficient vectors in AVX2's 16 registers; 0.80x ``simd4_c4`` under AVX2 codegen
     (6 rows: 0.85x; the block of 8 columns pipelined lost: 1.13-1.35x ``simd4_c8``)."""
-    return _pipelined_product(X, D, Vt, n_chunks, 4, 1, 4)
+    return _pipelined_sums(X, D, Vt, n_chunks, 4, 1, 4)[1]
 
 
-KERNELS_AVX2 = {4: simd4_c4_pipe, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+@njit(cache=True, parallel=True)
+def grad4_c4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
+    """Loss and gradient sums of one gradient-descent step for ``m <= 4`` (the signature and
+    result of ``descent.loss_grad_generic``) in the layout of :func:`simd4_c4`: the ``m``
+    columns of ``W`` in the lanes of one ``<4 x double>``, 8 rows per step (their dots, their
+    coefficients ``l'_q a_j sigma'(u_qj)``, then their updates), no spills on 16 registers."""
+    rule = (y, a, act_code, loss_code, huber_delta)
+    return _product(X, rule, Wt, n_chunks, 8, 1, 4, 1)
+
+
+KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
 
 #: the two-loop kernel that takes a pipelined one's place for float32 ``X``: a step of the
 #: pipelined kernel widens its rows into a scratch before it reads them, so the stream no
 #: longer overlaps anything (the block of 2 took 36 ms pipelined against 33 for ``simd_w1``)
 TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
+#: the explicit-SIMD kernels that give way to the unrolled kernels (which read float32 rows
+#: directly) for float32 ``X``: on a Zen 3 (2026-12-02, one vector of m = 4, n = 16000,
+#: d = 4000) ``hvp_m4`` took 28.9 ms on float32 rows against 36.9 for ``simd4_c4``, whose steps
+#: widen their rows into a scratch first (float64 rows: 32.8 ms)
+UNROLLED_FOR_FLOAT32 = (simd4_c4,)
 #: the column counts :func:`simd_kernel` hands to them on ``avx2``: those measured faster
 #: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"):
 #: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
-#: accumulators, no spills, 1.05-1.4x the unrolled kernels; now pipelined, ``simd4_c4_pipe``)
-#: and 8; streaming 32 columns
+#: accumulators, no spills, 1.05-1.4x the unrolled kernels; the two-loop ``simd4_c4``: on a
+#: real Zen 3 it took 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``, which won
+#: only under AVX2 codegen on an AVX-512 Xeon) and 8; streaming 32 columns
 #: measured 0.7x the unrolled ``hvp_m4`` (the panel kernel takes them where it pays), 16 and
 #: 24 are not measured
 AVX2_DISPATCH = (4, 8)
@@ -807,6 +873,11 @@ def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
     return _panel_product(X, D, Vt, n_chunks, panel_bytes, 3, 4, 4, 2)
 
 
+#: rows a panel must hold for the panel kernel to pay: the block of ``Vtt`` and of the
+#: accumulator crosses the caches once per panel.  Measured at d = 4000: 18 rows (Zen 4,
+#: ``panel_w4``, 1 MB L2) 1.43x and 21 rows (Zen 4, ``panel4_c32`` under AVX2 codegen) 1.11x
+#: faster than streaming; 9 rows (Zen 3, ``panel4_c32``, 512 kB L2) 0.86x (2026-12-02)
+PANEL_MIN_ROWS = 16
 #: the panel kernels by number of columns: ``(kernel, rows per step)`` per SIMD path
 PANEL_KERNELS = {"avx512": {32: (panel_w4, 6)}, "avx2": {32: (panel4_c32, 3)}}
 
@@ -815,5 +886,6 @@ def panels_pay(d: int, columns: int, rows: int, panel_bytes: int = PANEL_BYTES) 
     """Whether the panel kernel beats streaming whole rows for ``d`` and a block of
     ``columns``: the streamed ``Vtt`` and accumulator (``16 d columns`` bytes) overflow the panel
     budget, and a panel holds at least two steps of ``rows`` rows (else it is one step, the
-    streaming kernel's, measured equal)."""
-    return 16 * d * columns > panel_bytes and panel_bytes // (8 * max(d, 1) * rows) >= 2
+    streaming kernel's, measured equal) and at least :data:`PANEL_MIN_ROWS` rows."""
+    steps = panel_bytes // (8 * max(d, 1) * rows)
+    return 16 * d * columns > panel_bytes and steps >= 2 and steps * rows >= PANEL_MIN_ROWS
