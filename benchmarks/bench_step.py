@@ -18,6 +18,7 @@ Run: ``python benchmarks/bench_step.py [--threads 2] [--json benchmarks/results/
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ import numpy as np
 from _util import LoadMeter, cpu_info, fmt_ms, set_threads, time_runs
 
 import rmt
-from rmt.kernels.descent import step_kernels
+from rmt.kernels.descent import step_candidates, step_kernels
 from rmt.kernels.hessian import default_chunks
 
 try:
@@ -61,6 +62,11 @@ def contenders(n, d, m, rng):
     funcs = {
         "one pass over X (parallel sum)": lambda: stream_pass(data.X),
         f"step, {grad_k.__name__}": lambda: grad_k(data.X, Wt, *args),
+    }
+    for other in step_candidates(m):  # the other paths' kernels, side by side
+        if other is not grad_k:
+            funcs[f"other: {other.__name__}"] = functools.partial(other, data.X, Wt, *args)
+    funcs |= {
         f"step, generic {grad_g.__name__}": lambda: grad_g(data.X, Wt, *args),
         "step + test loss (2 passes)": lambda: (
             grad_k(data.X, Wt, *args),
@@ -90,7 +96,7 @@ def measure_width(args, m, rng) -> dict:
 COMPILE_SNIPPET = """
 import json, time, numpy as np
 t0 = time.perf_counter()
-from rmt.kernels.descent import step_kernels
+from rmt.kernels.descent import step_candidates, step_kernels
 t_import = time.perf_counter() - t0
 m = {m}
 rng = np.random.default_rng(0)

@@ -2,7 +2,7 @@
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
 pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
-``simd_w1_pipe`` and ``simd4_c4_pipe``, and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
+``simd_w1_pipe``, the 4-lane ``simd4_c4`` and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
 ``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
 float64 accuracy, against the numpy reference product and dense ``eigh``; its extreme
 eigenvalues must be within ``1e-6 ||H||`` of the float64 operator on the same draw; the float32
@@ -51,7 +51,7 @@ def _skip_simd_without_wide_vectors(name):
 #: the paths a solver on m = 4 runs (single product, the block of 2 of block Lanczos on either
 #: CPU kind) run in CI; each float32 specialisation compiles for 20-40 s on a fresh clone, so
 #: the others are `slow` (make test-all)
-CI_PATHS = {"hvp_m4_p4", "simd4_c4_pipe", "simd_w1_pipe", "simd4_c8"}
+CI_PATHS = {"hvp_m4_p4", "simd4_c4", "simd_w1_pipe", "simd4_c8"}
 PATH_PARAMS = [
     pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
 ]

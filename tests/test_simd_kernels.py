@@ -196,8 +196,10 @@ def test_panel_kernel_any_layout_and_default_budget(rng):
 
 def test_panels_pay_where_the_streamed_blocks_overflow_the_budget():
     """The rule: ``16 d C`` bytes of ``Vtt`` and accumulator above the panel budget, and at
-    least two steps of rows in a panel."""
+    least two steps and ``PANEL_MIN_ROWS`` rows in a panel."""
     budget = 1 << 20
+    assert not panels_pay(4000, 32, 3, int(0.7 * (512 << 10)))  # a Zen 3 L2: 3 steps, 9 rows
+    assert panels_pay(4000, 32, 3, int(0.7 * (1 << 20)))  # a Zen 4 L2: 7 steps, 21 rows
     assert not panels_pay(2000, 32, 6, budget)  # 1 MB streamed: fits, streaming wins
     assert panels_pay(4000, 32, 6, budget)  # 2 MB streamed, 5 steps of 6 rows per panel
     assert not panels_pay(16000, 32, 6, budget)  # a panel would be one step
@@ -290,14 +292,18 @@ def test_no_simd_dispatch_on_the_portable_path(monkeypatch):
 
 def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
     """For float32 ``X`` the dispatch swaps each pipelined explicit-SIMD kernel for its
-    two-loop form (``TWO_LOOP_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
+    two-loop form (``TWO_LOOP_FOR_FLOAT32``), the 4-lane ``simd4_c4`` for the unrolled kernel
+    (``UNROLLED_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
     from rmt.kernels.hessian import fused_product
     from rmt.kernels.simd import TWO_LOOP_FOR_FLOAT32
 
     assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
     assert hvp_kernel(4, 8, "avx512") is simd_w1_pipe
     assert hvp_kernel(4, 8, "avx512", dtype=np.float32) is simd_w1
-    assert hvp_kernel(4, 4, "avx2", dtype=np.float32) is simd4_c4
+    assert hvp_kernel(4, 4, "avx2") is simd4_c4
+    assert hvp_kernel(4, 4, "avx2", dtype=np.float32) is SMALL[4]
+    assert hvp_kernel(2, 4, "avx2", dtype=np.float32) is SMALL[2]
+    assert hvp_kernel(4, 8, "avx2", dtype=np.float32) is KERNELS_AVX2[8]  # not pipelined: kept
     assert hvp_kernel(4, 16, "avx512", dtype=np.float32) is KERNELS[2]  # not pipelined: kept
     rng = np.random.default_rng(3)
     X, D, Vt = random_problem(4, 2, rng, n=50, d=29)

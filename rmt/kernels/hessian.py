@@ -20,7 +20,13 @@ from numba import njit, prange
 from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
 from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
-from .simd import PIPELINED_WIDTHS, TWO_LOOP_FOR_FLOAT32, resolve_target, simd_kernel
+from .simd import (
+    PIPELINED_WIDTHS,
+    TWO_LOOP_FOR_FLOAT32,
+    UNROLLED_FOR_FLOAT32,
+    resolve_target,
+    simd_kernel,
+)
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -241,15 +247,17 @@ def hvp_kernel(
     pay (``simd.panels_pay``).  ``dtype`` is that of ``X``: for float32 rows the pipelined
     explicit-SIMD kernels give way to their two-loop forms (``TWO_LOOP_FOR_FLOAT32``), since
     each of their steps widens its rows into a scratch first, and the pipelined block of 2
-    measured 1.1x ``simd_w1`` there.  Every kernel has the signature and result of
+    measured 1.1x ``simd_w1`` there; the kernels of ``UNROLLED_FOR_FLOAT32`` give way to the
+    unrolled ones, which read the float32 rows directly.  Every kernel has the signature and result of
     :func:`hvp_fused`.
     """
     target = resolve_target(target)
     columns = int(m if columns is None else columns)
     simd = simd_kernel(columns, target, d)
+    if simd is not None and np.dtype(dtype) == np.float32:  # the widened rows do not pipeline
+        simd = TWO_LOOP_FOR_FLOAT32.get(simd, simd)
+        simd = None if simd in UNROLLED_FOR_FLOAT32 else simd
     if simd is not None:
-        if np.dtype(dtype) == np.float32:  # the widened rows do not pipeline
-            return TWO_LOOP_FOR_FLOAT32.get(simd, simd)
         return simd
     if columns == m and int(m) in PIPELINED_WIDTHS[target]:
         return PIPELINED_KERNELS[int(m)]
