@@ -106,6 +106,10 @@ def test_4_lane_step_matches_numpy_reference(rng, m):
     total, G = _kernel_call(grad4_c4, net, dataclasses.replace(data, X=rounded), W)
     assert abs(total / data.n - ref_value) <= 1e-12 * max(1.0, abs(ref_value))
     assert np.abs(G.T / data.n - ref_grad).max() <= 1e-12 * np.abs(ref_grad).max()
+    if m == 4:  # five columns do not fit the four lanes: refused, not truncated
+        net, data, W = _problem(rng, "softplus", "huber", 5, n=20)
+        with pytest.raises(ValueError, match="at most 4 rows"):
+            _kernel_call(grad4_c4, net, data, W)
 
 
 @pytest.mark.parametrize("act", ["softplus", "tanh", "cubic"])

@@ -824,6 +824,8 @@ def grad4_c4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
     result of ``descent.loss_grad_generic``) in the layout of :func:`simd4_c4`: the ``m``
     columns of ``W`` in the lanes of one ``<4 x double>``, 8 rows per step (their dots, their
     coefficients ``l'_q a_j sigma'(u_qj)``, then their updates), no spills on 16 registers."""
+    if Wt.shape[0] > 4:
+        raise ValueError("grad4_c4 takes W^T with at most 4 rows (m <= 4)")
     rule = (y, a, act_code, loss_code, huber_delta)
     return _product(X, rule, Wt, n_chunks, 8, 1, 4, 1)
 
