@@ -96,7 +96,7 @@ def measure_width(args, m, rng) -> dict:
 COMPILE_SNIPPET = """
 import json, time, numpy as np
 t0 = time.perf_counter()
-from rmt.kernels.descent import step_candidates, step_kernels
+from rmt.kernels.descent import step_kernels
 t_import = time.perf_counter() - t0
 m = {m}
 rng = np.random.default_rng(0)
