@@ -9,15 +9,15 @@ delta_alg.  The machine is shared: the load average is printed next to the timin
 
 The goals of issue 15 get one line each (``GOAL`` lines), on the laws a sweep point really uses
 (``SpikeLaw.from_network`` with ``nodes="auto"`` at the ``rmt sweep`` defaults: softplus, Huber
-threshold 1: a nested law for m = 1, randomised QMC laws of 32k nodes for m = 2, 3, 4 (for
-m = 2 the nested law is built too and rejected by the QMC check), the law construction counted:
+threshold 1: an aligned law for m = 1 (docs/theory.md 3.9), randomised QMC laws of 32k nodes
+for m = 2, 3, 4 (for m = 2 a fold skips the nested law), the law construction counted:
   - theory (law + bulk_edges + outliers) against the dense simulation at d = 1000, m <= 4;
-  - bulk_density on 201 points, m = 2 and m = 3 laws, in seconds;
+  - bulk_density on 201 points, m = 1, 2 and 3 laws, in seconds;
   - outliers, m = 3 law, per side, in seconds.
 
-``--nodes-before`` times the sweep theory of m = 2, 3, 4 with the laws of the previous default
-(200k i.i.d. Monte Carlo draws; for m = 2 the nested law it kept) against now, in turn, with
-the edges and outlier both give.
+``--nodes-before`` times the sweep theory of m = 1..4 with the laws of the previous default
+(the nested law for m = 1, 2; 200k i.i.d. Monte Carlo draws for m = 3, 4) against now, in
+turn, with the edges and outlier both give.
 
 The sweep rows also time ``--sweep-points`` points of one configuration with the law built once
 (``rmt sweep`` keeps the law of a data-independent point across deltas and seeds): the amortised
@@ -79,9 +79,9 @@ GOAL_RATIO, GOAL_DENSITY_NESTED, GOAL_DENSITY_MC, GOAL_OUTLIERS = 100.0, 2.0, 10
 
 def sweep_configs():
     """(name, net, Q, delta): the ``rmt sweep`` defaults (softplus, Huber threshold 1) at
-    ``W`` orthogonal to ``Theta*``; ``nodes="auto"`` gives nested laws for m <= 2 (K <= 3) and
-    randomised QMC laws of 32k nodes for m = 3, 4 (and m = 2, whose nested law the check
-    rejects)."""
+    ``W`` orthogonal to ``Theta*``; ``nodes="auto"`` gives an aligned law for m = 1 and
+    randomised QMC laws of 32k nodes for m = 2, 3, 4 (for m = 2 a fold skips the nested
+    law)."""
     rng = np.random.default_rng(0)
     out = []
     for m in (1, 2, 3, 4):
@@ -226,14 +226,15 @@ def theory_breakdown(net, Q, delta, repeat):
 
 
 def density_goals(repeat):
-    """``bulk_density`` on 201 points for the m = 2 and m = 3 sweep laws."""
+    """``bulk_density`` on 201 points for the m = 1, 2, 3 sweep laws (the m = 1 law is
+    deterministic, ``"aligned"``: the 2 s goal of the nested laws)."""
     rows = []
-    for name, net, Q, delta in sweep_configs()[1:3]:
+    for name, net, Q, delta in sweep_configs()[0:3]:
         law = sweep_law(net, Q)
         lo, hi = rmt.bulk_edges(law, delta)
         x = np.linspace(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo), 201)
         rmt.bulk_density(law, delta, x[:3])  # compile or load the kernels
-        goal = GOAL_DENSITY_NESTED if law.kind == "nested" else GOAL_DENSITY_MC
+        goal = GOAL_DENSITY_NESTED if law.kind in ("nested", "aligned") else GOAL_DENSITY_MC
         with LoadMeter() as meter:
             t, res = best_time(partial(rmt.bulk_density, law, delta, x), repeat)
         print(
@@ -320,11 +321,11 @@ def law_before_and_now(repeat):
 
 
 def nodes_before_and_now(repeat):
-    """The sweep theory (law + edges + left outliers) of m = 2, 3, 4 with the previous default
-    nodes against now, in turn: 200k i.i.d. draws (m = 3, 4) or the nested law (m = 2) before,
-    randomised QMC (32k) now."""
-    for name, net, Q, delta in sweep_configs()[1:]:
-        before_nodes = "nested" if net.width == 2 else "monte_carlo"
+    """The sweep theory (law + edges + left outliers) of m = 1..4 with the previous default
+    nodes against now, in turn: the nested law (m = 1, 2) or 200k i.i.d. draws (m = 3, 4)
+    before; the aligned law (m = 1) or randomised QMC (32k) now."""
+    for name, net, Q, delta in sweep_configs():
+        before_nodes = "nested" if net.width <= 2 else "monte_carlo"
         funcs = {
             "before": partial(run_sweep_theory, net, Q, delta, before_nodes),
             "now": partial(run_sweep_theory, net, Q, delta),

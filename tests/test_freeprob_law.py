@@ -54,11 +54,15 @@ def test_nested_nodes_against_quad_across_huber_kinks(power):
     about 1% here (documented); plain tensor Gauss-Hermite is worse."""
     net, q = huber_net(), 0.5
     ref = quad_expectation_of_D(net, q, power)
-    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]))
+    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]), nodes="nested")
     gh = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]), nodes="quadrature")
     assert law.kind == "nested"
     assert abs(moment(law, power) - ref) < 2e-2 * abs(ref)
     assert abs(moment(law, power) - ref) < abs(moment(gh, power) - ref)
+    # the default for this law: every kink on a panel edge, spectrally accurate
+    aligned = rmt.SpikeLaw.from_network(PHASE, net, np.array([[q]]))
+    assert aligned.kind == "aligned"
+    assert abs(moment(aligned, power) - ref) < 1e-9 * abs(ref)
 
 
 @pytest.mark.slow

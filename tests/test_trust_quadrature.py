@@ -137,11 +137,86 @@ NESTED_ACCURACY = {"softplus": 6e-3, "tanh": 2e-5}
 )
 def test_nested_law_meets_its_documented_accuracy(act, Q):
     """Order 60 was off by 2.3% (softplus, Q = 4) and by 3x (tanh, Q = 9)."""
-    law = rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1, act, "huber"), np.array([[Q]]))
+    net = rmt.TwoLayerNet(1, act, "huber")
+    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[Q]]), nodes="nested")
     assert law.kind == "nested"
     for p in (0, 1):
         ref = noiseless_reference(act, Q, p)
         assert abs(law_moment(law, p) - ref) <= NESTED_ACCURACY[act] * abs(ref)
+
+
+# the default for these laws (docs/theory.md section 3.9); measured worst cases 4e-11
+# (softplus, Q = 4) and 3.3e-7 (tanh, Q = 9), ReLU below 1e-12
+ALIGNED_ACCURACY = {"softplus": 1e-9, "tanh": 1e-6, "relu": 1e-9}
+
+
+def relu_reference(Q, p=0):
+    """``E[z^{2p} D]`` for ReLU/Huber, ``M = 0``, ``a = 1``: ``D = l''(u - z^2) 1{u > 0}``
+    (``sigma'' = 0``), closed form in ``z``, quad in ``u > 0`` with the kink at ``u = 1``."""
+    s = np.sqrt(Q)
+    val, _ = integrate.quad(
+        lambda t: _ez_noiseless(s * t, p)[0] * _phi(t),
+        0.0,
+        12.0,
+        points=[DELTA_H / s],
+        limit=500,
+        epsabs=1e-14,
+        epsrel=1e-12,
+    )
+    return val
+
+
+@pytest.mark.parametrize(
+    "act, Q",
+    [("softplus", 0.05), ("softplus", 1.0), ("softplus", 4.0), ("tanh", 4.0), ("tanh", 9.0),
+     ("relu", 1.0), ("relu", 4.0)],
+)  # fmt: skip
+def test_aligned_law_meets_its_documented_accuracy(act, Q):
+    """The default m = 1 rule puts every kink along the coordinate besides Theta* on a panel
+    edge: where "nested" was off by 6e-3 (softplus), 2e-5 (tanh) and 1.2e-2 (ReLU)."""
+    net = rmt.TwoLayerNet(1, act, "huber")
+    law = rmt.SpikeLaw.from_network(PHASE, net, np.array([[Q]]))
+    assert law.kind == "aligned"
+    for p in (0, 1):
+        ref = relu_reference(Q, p) if act == "relu" else noiseless_reference(act, Q, p)
+        assert abs(law_moment(law, p) - ref) <= ALIGNED_ACCURACY[act] * abs(ref)
+
+
+def test_kink_roots_are_the_zeros_of_the_kink_functions():
+    """Illinois steps from the grid's brackets against scipy's brentq, on two kink functions
+    with zeros that move with the first coordinate (and a function with none)."""
+    from rmt.freeprob.nodes import kink_roots
+
+    def kinks(pts):
+        z, t = pts[:, 0], pts[:, 1]
+        return np.stack([np.abs(np.tanh(2.0 * t) - 0.5 * z) - 0.3, np.exp(t) + z * z + 1.0], 1)
+
+    z = np.linspace(-1.7, 1.7, 9)
+    owner, roots = kink_roots(kinks, z, scale=2.0)
+    for j, zj in enumerate(z):
+        expected = []
+        for level in (0.5 * zj - 0.3, 0.5 * zj + 0.3):
+            if abs(level) < np.tanh(15.0):
+                expected.append(
+                    optimize.brentq(lambda t: np.tanh(2 * t) - level, -7.5, 7.5, xtol=1e-15)
+                )
+        got = np.sort(roots[owner == j])
+        np.testing.assert_allclose(got, np.sort(expected), atol=1e-13)
+    assert owner.size == 16  # two zeros at each z but the ends, where one level is out of range
+
+
+def test_aligned_nodes_refuse_laws_with_kinks_off_their_coordinate():
+    noisy = rmt.MultiIndexModel("phase_retrieval", noise=0.3)
+    with pytest.raises(ValueError, match="aligned nodes need"):
+        rmt.SpikeLaw.from_network(noisy, rmt.TwoLayerNet(1, "tanh", "huber"), np.array([[1.0]]),
+                                  nodes="aligned")  # fmt: skip
+    with pytest.raises(ValueError, match="monotone"):
+        rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1, "quadratic", "huber"),
+                                  np.array([[1.0]]), nodes="aligned")  # fmt: skip
+    # the quadratic unit keeps the nested rule by default
+    law = rmt.SpikeLaw.from_network(PHASE, rmt.TwoLayerNet(1, "quadratic", "huber"),
+                                    np.array([[1.0]]))  # fmt: skip
+    assert law.kind == "nested"
 
 
 def test_two_outer_coordinates_get_qmc_nodes_within_their_error():
