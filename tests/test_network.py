@@ -35,6 +35,22 @@ def test_activation_values_and_derivatives(act, rng):
     np.testing.assert_allclose(d2s, fd2, rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize("act", rmt.ACTIVATIONS)
+def test_parallel_and_serial_activation_kernels_agree(act, rng, monkeypatch):
+    """Below ``SERIAL_MAX_ENTRIES`` entries ``activation_values`` runs on one thread (small
+    batches of the kink searches); both kernels match the reference and each other bit for bit."""
+    from rmt.kernels import elementwise as ew
+
+    net = rmt.TwoLayerNet(1, activation=act)
+    u = _points(rng)
+    serial = net.sigma(u)
+    monkeypatch.setattr(ew, "SERIAL_MAX_ENTRIES", 0)
+    parallel = net.sigma(u)
+    np.testing.assert_allclose(parallel[0], REFERENCE_SIGMA[act](u), rtol=1e-13, atol=1e-14)
+    for a, b in zip(serial, parallel):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_softplus_is_stable_for_large_inputs():
     net = rmt.TwoLayerNet(1, activation="softplus")
     s, ds, d2s = net.sigma(np.array([[800.0], [-800.0]]))

@@ -361,7 +361,7 @@ ALIGNED_RANGE, ALIGNED_WIDTH, ALIGNED_ORDER = 7.5, 2.5, 10
 #: the kinks along the inner coordinate are bracketed on a grid of this step (divided by
 #: ``max(scale, 1)``), then located by this many Illinois steps (regula falsi that halves the
 #: value kept at a stale end: superlinear, and the bracket never lost)
-KINK_STEP, KINK_STEPS = 0.125, 12
+KINK_STEP, KINK_STEPS = 0.125, 8
 
 
 def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE):
