@@ -230,3 +230,25 @@ def test_generated_module_is_up_to_date():
     assert not same_syntax(text, gen.module_source().replace("min(", "max(", 1))
     assert sorted(MOMENTS) == sorted(PIVOTS) == list(gen.WIDTHS)
     assert sorted(SPIKE_SUMS) == [(m, k) for m in gen.WIDTHS for k in gen.SPIKE_PAIRS]
+
+
+def test_m1_pole_margin_without_a_pass_matches_the_pivot_kernel(rng):
+    """For ``m = 1`` ``MPSystem.pole_margin`` reads the extreme node of ``law.node_range``
+    instead of running the pivot kernel over the nodes: the same value on both branches,
+    ``-1`` past a pole and for a ``G`` of the wrong sign."""
+    D = rng.standard_normal(500)
+    law = rmt.SpikeLaw(rng.standard_normal((500, 1)), D)
+    mp = MPSystem(law, 2.0)
+    seen_pole = False
+    for g in (0.3, 1.5, 4.0, 10.0):  # past -delta / D_min (about 0.7) the left branch has a pole
+        for side, G in ((-1, g), (1, -g), (-1, -g), (1, g)):
+            if -side * G <= 0.0:
+                assert mp.pole_margin(np.array([[G]]), side) == -1.0
+                continue
+            pivots = np.empty(500)
+            bad = PIVOTS[1](mp.Dv, np.array([[np.sqrt(-side * G)]]), -side / 2.0, pivots)
+            expected = -1.0 if bad else pivots.min()
+            seen_pole |= bool(bad)
+            got = mp.pole_margin(np.array([[G]]), side)
+            assert got == pytest.approx(expected, rel=1e-13, abs=1e-15)
+    assert seen_pole

@@ -145,8 +145,8 @@ def test_nested_law_meets_its_documented_accuracy(act, Q):
         assert abs(law_moment(law, p) - ref) <= NESTED_ACCURACY[act] * abs(ref)
 
 
-# the default for these laws (docs/theory.md section 3.9); measured worst cases 4e-11
-# (softplus, Q = 4) and 3.3e-7 (tanh, Q = 9), ReLU below 1e-12
+# the default for these laws (docs/theory.md section 3.9); measured worst cases 2e-11
+# (softplus, Q = 4) and 3.3e-7 (tanh, Q = 9), ReLU 1.4e-11 (Q = 4)
 ALIGNED_ACCURACY = {"softplus": 1e-9, "tanh": 1e-6, "relu": 1e-9}
 
 
@@ -203,6 +203,30 @@ def test_kink_roots_are_the_zeros_of_the_kink_functions():
         got = np.sort(roots[owner == j])
         np.testing.assert_allclose(got, np.sort(expected), atol=1e-13)
     assert owner.size == 16  # two zeros at each z but the ends, where one level is out of range
+
+
+@pytest.mark.parametrize("act", ["softplus", "tanh", "erf"])
+def test_kink_separation_bounds_the_distance_between_huber_kinks(act):
+    """The aligned rule's kink grid may be as coarse as half this bound: the two Huber kinks
+    along ``t`` (``a sigma(M z + c t) = z^2 -+ delta``, found by brentq) lie at least that far
+    apart, and come within 1.5x of it where ``sigma'`` peaks."""
+    from rmt.freeprob.law import _kink_separation
+
+    net = rmt.TwoLayerNet(1, act, "huber", huber_delta=0.6, a=np.array([1.7]))
+    M, c = 0.4, 0.8
+    bound = _kink_separation(net, c)
+    gaps = []
+    for z in np.linspace(-2.5, 2.5, 41):
+        roots = []
+        for level in (z * z - 0.6, z * z + 0.6):
+            g = lambda t, lv=level: 1.7 * net.sigma(np.array([[M * z + c * t]]))[0][0, 0] - lv  # noqa: E731
+            if g(-40.0) * g(40.0) < 0:
+                roots.append(optimize.brentq(g, -40.0, 40.0, xtol=1e-14))
+        if len(roots) == 2:
+            gaps.append(abs(roots[1] - roots[0]))
+    assert len(gaps) > 5
+    assert min(gaps) >= bound * (1 - 1e-9)
+    assert min(gaps) <= 1.5 * bound
 
 
 def test_aligned_nodes_refuse_laws_with_kinks_off_their_coordinate():

@@ -129,6 +129,8 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=Fals
     """
     g, zeta = mp.vech(G0).astype(float), float(zeta0)
     last = np.inf
+    p = mp.e.size
+    rhs = np.empty(p + 1)
     for it in range(maxit + 1):
         G = mp.unvech(g)
         R, J, A, scale, s = _bordered(mp, G, zeta)
@@ -137,16 +139,19 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=Fals
         c = float(g @ mp.e) / mp.m - tau
         res = max(float(np.max(np.abs(R))) / scale, abs(c) / (abs(tau) + 1e-300))
         if res <= tol:
+            rhs[:p], rhs[p] = 0.0, 1.0
             try:
-                t = _lstsq(A, np.r_[np.zeros(mp.e.size), 1.0])
+                t = _lstsq(A, rhs)
             except np.linalg.LinAlgError:
                 return None
             return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1], J=J)
         if it == maxit or (monotone and res >= last):
             return None
         last = res
+        np.divide(R, -s, out=rhs[:p])
+        rhs[p] = -c
         try:
-            step = _lstsq(A, -np.r_[R / s, c])
+            step = _lstsq(A, rhs)
         except np.linalg.LinAlgError:
             return None
         g, zeta = g + step[:-1], zeta + step[-1] * s

@@ -177,7 +177,7 @@ class SpikeLaw:
           kinks of ``D`` along ``t`` are located (``TwoLayerNet.kinks``) and made edges of
           Gauss-Legendre panels (``rmt.freeprob.nodes.aligned_nodes``).  ``E[D]`` and
           ``E[z^2 D]`` within 1e-10 (softplus/Huber) and 4e-7 (tanh/Huber, ``Q <= 9``) of the
-          closed-form reference, at 47k nodes for the ``rmt sweep`` law where ``"nested"``
+          closed-form reference, at 49k nodes for the ``rmt sweep`` law where ``"nested"``
           took 212k (docs/theory.md section 3.9);
         - ``"nested"`` for the other noiseless single-index targets with a Huber loss or a ReLU
           activation and one coordinate besides ``Theta*``: Gauss-Hermite of order ``order``
@@ -245,7 +245,8 @@ class SpikeLaw:
         if nodes == "nested_or_random":
             g, D = _nested_checked(curvature, kinks, dims, n_mc, n_qmc, rng)
         elif nodes == "aligned":
-            g = aligned_nodes(curvature, kinks, float(np.sqrt(np.max(C * C, initial=0.0))))
+            c = float(np.sqrt(np.max(C * C, initial=0.0)))
+            g = aligned_nodes(curvature, kinks, c, separation=_kink_separation(net, c))
             D = curvature(g.points)
         else:
             g = _nodes_for(curvature, dims, nodes, order, n_mc, rng, n_qmc)
@@ -440,6 +441,25 @@ def _non_smooth(net):
 #: activations along which ``|f(u) - y| = huber_delta`` has at most one zero per sign for one
 #: unit: the two Huber kinks stay ``2 huber_delta`` apart in ``f`` (``aligned_nodes``'s grid)
 MONOTONE = ("tanh", "cubic", "softplus", "erf", "relu")
+
+
+#: ``sup sigma'`` of the monotone activations whose slope is bounded
+SUP_SLOPE = {"tanh": 1.0, "softplus": 1.0, "erf": 2.0 / np.sqrt(np.pi), "relu": 1.0}
+
+
+def _kink_separation(net, c):
+    """For one unit, ``u = M z + c t``: a lower bound on the distance along ``t`` between two
+    zeros of one column of ``TwoLayerNet.kinks`` (``None`` if unknown).  Huber's two zeros lie
+    where ``a sigma(u) = y -+ huber_delta``, so at least ``2 huber_delta / (|a| c sup sigma')``
+    apart; ReLU's column ``u`` has one zero."""
+    if c <= 0.0:
+        return None
+    if net.loss != "huber":
+        return np.inf if net.activation == "relu" else None
+    slope = SUP_SLOPE.get(net.activation)
+    if slope is None or net.a[0] == 0.0:
+        return None
+    return 2.0 * net.huber_delta / (abs(float(net.a[0])) * c * slope)
 
 
 def _network_nodes(nodes, model, net, dims, n_mc=None):

@@ -163,7 +163,17 @@ class MPSystem:
 
     # -- real branch checks --------------------------------------------------------------
     def pole_margin(self, G, side):
-        """Smallest Cholesky pivot of ``I + G D_i / delta`` over nodes (``-1``: past a pole)."""
+        """Smallest Cholesky pivot of ``I + G D_i / delta`` over nodes (``-1``: past a pole).
+
+        For ``m = 1`` the pivot of node ``i`` is ``1 + G D_i / delta``, smallest at the
+        extreme node of ``law.node_range`` on the side of ``-sign(G)``: no pass over the nodes
+        (a pass was 16-45 us at the 47k-49k nodes of the m = 1 sweep law, 37 of them a point)."""
+        if self.m == 1:
+            g = float(G[0, 0])
+            if not -side * g > 0.0:
+                return -1.0
+            value = 1.0 + g * self.law.node_range[0 if g > 0.0 else 1] / self.delta
+            return value if value > 0.0 else -1.0
         try:
             L = np.ascontiguousarray(np.linalg.cholesky(-side * G))
         except np.linalg.LinAlgError:

@@ -358,24 +358,31 @@ def gaussian_nodes(
 #: (Gaussian mass ``2 Phi(-7.5) = 6e-14`` left out) into Gauss-Legendre panels of order
 #: ``ALIGNED_ORDER`` at most ``ALIGNED_WIDTH / max(scale, 1)`` wide, and at every kink
 ALIGNED_RANGE, ALIGNED_WIDTH, ALIGNED_ORDER = 7.5, 2.5, 10
+#: the outer (``Theta*``) coordinate of the aligned rule is cut at ``+-8`` (mass ``1.2e-15``)
+ALIGNED_OUTER_RANGE = 8.0
 #: the kinks along the inner coordinate are bracketed on a grid of this step (divided by
-#: ``max(scale, 1)``), then located by this many Illinois steps (regula falsi that halves the
-#: value kept at a stale end: superlinear, and the bracket never lost)
-KINK_STEP, KINK_STEPS = 0.125, 8
+#: ``max(scale, 1)``), then located by at most this many Illinois steps (regula falsi that halves
+#: the value kept at a stale end: superlinear, and the bracket never lost), fewer once no zero
+#: moved by more than ``KINK_TOL`` in a step
+KINK_STEP, KINK_STEPS, KINK_TOL = 0.125, 12, 1e-14
+#: the largest kink grid step when the zeros of a kink function are known to lie apart
+#: (``aligned_nodes``'s ``separation``)
+KINK_SEPARATED_STEP = 0.5
 
 
-def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE):
+def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE, step=None):
     """Zeros of the kink functions along the second coordinate, for each first coordinate.
 
     ``kinks(points)`` takes points ``(N, 2)`` and returns ``(N, q)`` functions whose zeros are
     the jumps and kinks of the integrand (``rmt.TwoLayerNet.kinks``).  Sign changes on a grid of
-    step ``KINK_STEP / max(scale, 1)`` over ``[-span, span]`` bracket the zeros, which
-    ``KINK_STEPS`` Illinois steps then locate.  Returns ``(owner, roots)``: the index into
-    ``z`` of each zero and its position.  Two zeros of one function within one grid step are
-    not seen (for ``m = 1`` and a monotone activation the two Huber kinks lie ``2 huber_delta``
-    apart in ``f``)."""
+    step ``step`` (default ``KINK_STEP / max(scale, 1)``) over ``[-span, span]`` bracket the
+    zeros, which at most ``KINK_STEPS`` Illinois steps then locate (to ``KINK_TOL``).  Returns
+    ``(owner, roots)``: the index into ``z`` of each zero and its position.  Two zeros of one
+    function within one grid step are not seen (for ``m = 1`` and a monotone activation the two
+    Huber kinks lie ``2 huber_delta`` apart in ``f``: ``law._kink_separation``)."""
     P = z.size
-    grid = np.linspace(-span, span, int(np.ceil(2.0 * span * max(scale, 1.0) / KINK_STEP)) + 1)
+    step = KINK_STEP / max(scale, 1.0) if step is None else step
+    grid = np.linspace(-span, span, int(np.ceil(2.0 * span / step)) + 1)
     n = grid.size
     v = np.asarray(kinks(np.stack([np.repeat(z, n), np.tile(grid, P)], axis=1)), dtype=float)
     v = v.reshape(P, n, -1)
@@ -394,11 +401,14 @@ def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE):
         fc = np.asarray(kinks(np.stack([zo, c], axis=1)), dtype=float)[rows, col]
         flip = (fc > 0.0) != (fb > 0.0)
         a, fa = np.where(flip, b, a), np.where(flip, fb, 0.5 * fa)
+        moved = np.max(np.abs(c - b))
         b, fb = c, fc
+        if moved <= KINK_TOL:
+            break
     return owner, b
 
 
-def aligned_inner(kinks, z, scale=1.0):
+def aligned_inner(kinks, z, scale=1.0, step=None):
     """The inner rule of :func:`aligned_nodes` at each first coordinate ``z`` (``P``):
     ``(points, weights)``, both ``(P, n)``: Gauss-Legendre panels over ``[-ALIGNED_RANGE,
     ALIGNED_RANGE]`` cut at every kink (:func:`kink_roots`), weights times the Gaussian density.
@@ -407,7 +417,7 @@ def aligned_inner(kinks, z, scale=1.0):
     P, span = z.size, ALIGNED_RANGE
     width = ALIGNED_WIDTH / max(scale, 1.0)
     cuts = np.linspace(-span, span, int(np.ceil(2.0 * span / width)) + 1)
-    owner, roots = kink_roots(kinks, z, scale)
+    owner, roots = kink_roots(kinks, z, scale, step=step)
     counts = np.bincount(owner, minlength=P)
     extra = int(counts.max(initial=0))
     E = np.full((P, cuts.size + extra), span)
@@ -423,7 +433,7 @@ def aligned_inner(kinks, z, scale=1.0):
     return pts.reshape(P, -1), wts.reshape(P, -1)
 
 
-def aligned_nodes(func, kinks, scale=1.0, tol=1e-10):
+def aligned_nodes(func, kinks, scale=1.0, tol=1e-10, separation=None):
     """Nodes for ``E[h(z, t)]``, ``(z, t) ~ N(0, I_2)``, with every kink of ``h`` on a panel edge
     along ``t``.
 
@@ -436,12 +446,19 @@ def aligned_nodes(func, kinks, scale=1.0, tol=1e-10):
     (:func:`adaptive_gauss_batch`, tolerance ``tol`` on the inner integrals of ``D``, ``t D``,
     ``t^2 D`` against ``1, z, z^2``) resolves those.  ``scale`` is ``c``, the spread of ``u``
     along ``t``: the features of ``D`` sit at ``1/c`` there, and the panels and the kink grid
-    shrink with it.  ``func(points)`` and ``kinks(points)`` get ``(N, 2)`` points ``(z, t)``.
-    Measured on ``E[D]`` and ``E[z^2 D]`` against closed forms: 1e-11 (softplus/Huber) and
+    shrink with it.  ``separation``, when known, is a lower bound on the distance along ``t``
+    between two zeros of one kink function: the kink grid's step is then half of it (at most
+    ``KINK_SEPARATED_STEP``), in place of the default ``KINK_STEP / max(scale, 1)``.
+    ``func(points)`` and ``kinks(points)`` get ``(N, 2)`` points ``(z, t)``.
+    Measured on ``E[D]`` and ``E[z^2 D]`` against closed forms: 2e-11 (softplus/Huber) and
     3e-7 (tanh/Huber, ``Q = 4, 9``) relative (docs/theory.md section 3.9)."""
 
+    step = None if separation is None else min(KINK_SEPARATED_STEP, 0.5 * separation)
+    rules = {}  # the inner rule of every outer point evaluated, for the nodes kept at the end
+
     def outer(z, _j):
-        t, v = aligned_inner(kinks, z, scale)
+        t, v = aligned_inner(kinks, z, scale, step)
+        rules.update(zip(z.tolist(), zip(t, v)))
         P, n = t.shape
         vals = func(np.stack([np.repeat(z, n), t.ravel()], axis=1)).reshape(P, n, -1)
         b = vals / (1.0 + np.abs(vals))  # bounded, with the jumps of the values
@@ -451,8 +468,13 @@ def aligned_nodes(func, kinks, scale=1.0, tol=1e-10):
         zc = z[:, None]
         return np.concatenate([h0, h2, zc * zc * h0, zc * h1], axis=1)
 
-    z, w, _ = adaptive_gauss_batch(outer, 1, tol)
-    t, v = aligned_inner(kinks, z, scale)
+    z, w, _ = adaptive_gauss_batch(outer, 1, tol, L=ALIGNED_OUTER_RANGE)
+    kept = [rules[x] for x in z.tolist()]  # every kept outer node was evaluated
+    n = max(r[0].size for r in kept)  # batches with more kinks have more (empty) panels
+    t = np.full((z.size, n), ALIGNED_RANGE)
+    v = np.zeros((z.size, n))
+    for row, (tr, vr) in enumerate(kept):
+        t[row, : tr.size], v[row, : vr.size] = tr, vr
     weights = (w[:, None] * v).ravel()
     points = np.stack([np.repeat(z, t.shape[1]), t.ravel()], axis=1)
     keep = weights > 0.0  # the empty panels
