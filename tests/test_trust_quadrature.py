@@ -32,10 +32,14 @@ def _act(name, u):
     if name == "softplus":
         s = 1.0 / (1.0 + np.exp(-u))
         return s, s * (1.0 - s)
+    if name == "cubic":
+        return 3.0 * u * u, 6.0 * u
     raise ValueError(name)
 
 
 def _sigma(name, u):
+    if name == "cubic":
+        return u**3
     return np.tanh(u) if name == "tanh" else np.logaddexp(0.0, u)
 
 
@@ -147,7 +151,7 @@ def test_nested_law_meets_its_documented_accuracy(act, Q):
 
 # the default for these laws (docs/theory.md section 3.9); measured worst cases 2e-11
 # (softplus, Q = 4) and 3.3e-7 (tanh, Q = 9), ReLU 1.4e-11 (Q = 4)
-ALIGNED_ACCURACY = {"softplus": 1e-9, "tanh": 1e-6, "relu": 1e-9}
+ALIGNED_ACCURACY = {"softplus": 1e-9, "tanh": 1e-6, "relu": 1e-9, "cubic": 1e-9}
 
 
 def relu_reference(Q, p=0):
@@ -169,7 +173,7 @@ def relu_reference(Q, p=0):
 @pytest.mark.parametrize(
     "act, Q",
     [("softplus", 0.05), ("softplus", 1.0), ("softplus", 4.0), ("tanh", 4.0), ("tanh", 9.0),
-     ("relu", 1.0), ("relu", 4.0)],
+     ("relu", 1.0), ("relu", 4.0), ("cubic", 1.0)],
 )  # fmt: skip
 def test_aligned_law_meets_its_documented_accuracy(act, Q):
     """The default m = 1 rule puts every kink along the coordinate besides Theta* on a panel
@@ -180,6 +184,39 @@ def test_aligned_law_meets_its_documented_accuracy(act, Q):
     for p in (0, 1):
         ref = relu_reference(Q, p) if act == "relu" else noiseless_reference(act, Q, p)
         assert abs(law_moment(law, p) - ref) <= ALIGNED_ACCURACY[act] * abs(ref)
+
+
+def test_aligned_law_where_a_relu_unit_is_off_meets_the_closed_form():
+    """ReLU/Huber, ``y = |z|``, ``M = -0.4``, ``Q = 1.5``, ``a = 2``: ``D = a^2 1{u > 0}
+    1{|a u - |z|| <= 1}``, so at fixed ``z`` the inner integral is a difference of two
+    Gaussian CDFs in ``t``, integrated over ``z`` by quad (breaks at 0 and +-1).  For ``u < 0``
+    Huber's kink function is constant: regula falsi alone left the kinks next to ``u = 0``
+    1e-3 off (``E[D]`` 5e-6 off; the two-level adaptive rule is 2e-5 off here)."""
+    Q, M, a = 1.5, -0.4, 2.0
+    c = np.sqrt(Q - M * M)
+
+    def inner(z, p):
+        lo, hi = max(0.0, (abs(z) - DELTA_H) / a), (abs(z) + DELTA_H) / a
+        tl, th = (lo - M * z) / c, (hi - M * z) / c
+        mass = ndtr(th) - ndtr(tl)
+        return a * a * (mass if p == 0 else mass - (th * _phi(th) - tl * _phi(tl)))
+
+    def ref(f):
+        return integrate.quad(
+            lambda z: f(z) * _phi(z), -12, 12, points=[-1, 0, 1], limit=500, epsabs=1e-14
+        )[0]
+
+    model, net = rmt.MultiIndexModel("abs"), rmt.TwoLayerNet(1, "relu", "huber", a=np.array([a]))
+    law = rmt.SpikeLaw.from_network(model, net, np.array([[Q]]), np.array([[M]]))
+    assert law.kind == "aligned"
+    z, t, D = law.zhat[:, 0], law.zhat[:, 1], law.D[:, 0, 0]
+    for values, f in (
+        (D, lambda x: inner(x, 0)),
+        (z * z * D, lambda x: x * x * inner(x, 0)),
+        (t * t * D, lambda x: inner(x, 2)),
+    ):
+        r = ref(f)
+        assert abs(law.expect(values) - r) <= 1e-10 * abs(r)
 
 
 def test_kink_roots_are_the_zeros_of_the_kink_functions():

@@ -361,10 +361,15 @@ ALIGNED_RANGE, ALIGNED_WIDTH, ALIGNED_ORDER = 7.5, 2.5, 10
 #: the outer (``Theta*``) coordinate of the aligned rule is cut at ``+-8`` (mass ``1.2e-15``)
 ALIGNED_OUTER_RANGE = 8.0
 #: the kinks along the inner coordinate are bracketed on a grid of this step (divided by
-#: ``max(scale, 1)``), then located by at most this many Illinois steps (regula falsi that halves
-#: the value kept at a stale end: superlinear, and the bracket never lost), fewer once no zero
-#: moved by more than ``KINK_TOL`` in a step
-KINK_STEP, KINK_STEPS, KINK_TOL = 0.125, 12, 1e-14
+#: ``max(scale, 1)``), then the brackets shrink by Illinois steps (regula falsi that halves the
+#: value kept at a stale end: superlinear on a smooth function) with a bisection after
+#: ``STALL_STEPS`` steps that did not halve a bracket (a kink function flat on one side, as
+#: Huber's where a ReLU unit is off, defeats regula falsi: 12 Illinois steps left zeros 1e-3
+#: off there), until every bracket is narrower than ``KINK_TOL`` or closed on an exact zero
+#: (``KINK_STEPS`` steps at most)
+KINK_STEP, KINK_STEPS, KINK_TOL = 0.125, 100, 1e-13
+#: steps of the kink search after which a bracket that has not halved is bisected
+STALL_STEPS = 3
 #: the largest kink grid step when the zeros of a kink function are known to lie apart
 #: (``aligned_nodes``'s ``separation``)
 KINK_SEPARATED_STEP = 0.5
@@ -376,7 +381,7 @@ def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE, step=None):
     ``kinks(points)`` takes points ``(N, 2)`` and returns ``(N, q)`` functions whose zeros are
     the jumps and kinks of the integrand (``rmt.TwoLayerNet.kinks``).  Sign changes on a grid of
     step ``step`` (default ``KINK_STEP / max(scale, 1)``) over ``[-span, span]`` bracket the
-    zeros, which at most ``KINK_STEPS`` Illinois steps then locate (to ``KINK_TOL``).  Returns
+    zeros, which safeguarded Illinois steps then narrow to ``KINK_TOL``.  Returns
     ``(owner, roots)``: the index into ``z`` of each zero and its position.  Two zeros of one
     function within one grid step are not seen (for ``m = 1`` and a monotone activation the two
     Huber kinks lie ``2 huber_delta`` apart in ``f``: ``law._kink_separation``)."""
@@ -390,22 +395,36 @@ def kink_roots(kinks, z, scale=1.0, span=ALIGNED_RANGE, step=None):
     owner, cell, col = np.nonzero(pos[:, 1:] != pos[:, :-1])
     if owner.size == 0:
         return owner, np.empty(0)
-    a, b = grid[cell], grid[cell + 1]
-    fa, fb = v[owner, cell, col], v[owner, cell + 1, col]
-    rows, zo = np.arange(owner.size), z[owner]
+    lo, hi = grid[cell], grid[cell + 1]
+    flo, fhi = v[owner, cell, col], v[owner, cell + 1, col]
+    slo = flo > 0.0  # the sign at the low end; the high end has the other
+    glo, ghi = flo.copy(), fhi.copy()  # the values regula falsi uses (Illinois-scaled)
+    zo = z[owner]
+    last = np.zeros(owner.size, dtype=np.int8)  # the end the last step moved: -1 low, +1 high
+    bisect = np.zeros(owner.size, dtype=bool)
+    back = [hi - lo] * STALL_STEPS  # the widths of the brackets over the last steps
     for _ in range(KINK_STEPS):
-        den = fb - fa
-        safe = np.where(den != 0.0, den, 1.0)
-        c = np.where(den != 0.0, b - fb * (b - a) / safe, b)
-        c = np.clip(c, np.minimum(a, b), np.maximum(a, b))
-        fc = np.asarray(kinks(np.stack([zo, c], axis=1)), dtype=float)[rows, col]
-        flip = (fc > 0.0) != (fb > 0.0)
-        a, fa = np.where(flip, b, a), np.where(flip, fb, 0.5 * fa)
-        moved = np.max(np.abs(c - b))
-        b, fb = c, fc
-        if moved <= KINK_TOL:
+        act = np.flatnonzero(hi - lo > KINK_TOL)  # the brackets still open
+        if act.size == 0:
             break
-    return owner, b
+        a, b, ga, gb = lo[act], hi[act], glo[act], ghi[act]
+        width = b - a
+        den = gb - ga
+        c = a - ga * width / np.where(den != 0.0, den, 1.0)
+        c = np.where(bisect[act] | (den == 0.0) | ~(c > a) | ~(c < b), 0.5 * (a + b), c)
+        fc = np.asarray(kinks(np.stack([zo[act], c], axis=1)), dtype=float)
+        fc = fc[np.arange(act.size), col[act]]
+        low = (fc > 0.0) == slo[act]  # c replaces the low end
+        was = last[act]
+        glo[act] = np.where(low, fc, np.where(was == 1, 0.5 * ga, ga))
+        ghi[act] = np.where(low, np.where(was == -1, 0.5 * gb, gb), fc)
+        exact = fc == 0.0  # a zero to the function's own precision: the bracket closes on it
+        lo[act] = np.where(low | exact, c, a)
+        hi[act] = np.where(low & ~exact, b, c)
+        last[act] = np.where(low, -1, 1)
+        back = back[1:] + [hi - lo]
+        bisect = back[-1] > 0.5 * back[0]  # STALL_STEPS steps did not halve the bracket
+    return owner, 0.5 * (lo + hi)
 
 
 def aligned_inner(kinks, z, scale=1.0, step=None):
