@@ -69,16 +69,21 @@ def loss(code, y, f, huber_delta):
     return huber_delta * (abs(r) - 0.5 * huber_delta), huber_delta * sgn, 0.0
 
 
+@njit(cache=True, inline="always")
+def _activation_row(code, U, out_s, out_ds, out_d2s, i):
+    """Row ``i`` of :func:`activation_array` (shared with the serial kernel: the same values)."""
+    for j in range(U.shape[1]):
+        s, ds, d2s = activation(code, U[i, j])
+        out_s[i, j] = s
+        out_ds[i, j] = ds
+        out_d2s[i, j] = d2s
+
+
 @njit(cache=True, parallel=True)
 def activation_array(code, U, out_s, out_ds, out_d2s):
     """Fill ``out_*`` with ``sigma, sigma', sigma''`` evaluated at every entry of 2-D ``U``."""
-    n, m = U.shape
-    for i in prange(n):
-        for j in range(m):
-            s, ds, d2s = activation(code, U[i, j])
-            out_s[i, j] = s
-            out_ds[i, j] = ds
-            out_d2s[i, j] = d2s
+    for i in prange(U.shape[0]):
+        _activation_row(code, U, out_s, out_ds, out_d2s, i)
 
 
 @njit(cache=True)
@@ -86,13 +91,8 @@ def activation_array_serial(code, U, out_s, out_ds, out_d2s):
     """:func:`activation_array` on one thread (the same values): for small arrays, where a
     parallel call waits for the sleeping threads (the kink searches of ``aligned_nodes``, about
     180 calls a law on a few thousand points, took 67 ms a law in parallel calls)."""
-    n, m = U.shape
-    for i in range(n):
-        for j in range(m):
-            s, ds, d2s = activation(code, U[i, j])
-            out_s[i, j] = s
-            out_ds[i, j] = ds
-            out_d2s[i, j] = d2s
+    for i in range(U.shape[0]):
+        _activation_row(code, U, out_s, out_ds, out_d2s, i)
 
 
 #: entries below which :func:`activation_values` runs the serial kernel
