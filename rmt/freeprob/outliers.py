@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import scalar
 from .mp import ConvergenceError, EdgeNotDetermined, MPSystem
 from .spectrum import check_law, continue_real_branch, real_branch_start, side_edge
 
@@ -180,6 +181,24 @@ def _overlaps(branch: RealBranch, lam, j, theta_rows):
     return 1.0 / denom, float(A[:theta_rows] @ A[:theta_rows]) / denom, A, abs(vals[j])
 
 
+def _roots(mp: MPSystem, sgn, edge, kind, G_edge, branch_points):
+    """``(lambda, iterations, A, overlap_spike, overlap_theta, |mu|)`` for each eigenvalue of ``S``
+    with the outward sign at the edge (before the shift): on the scalar branch for ``m = 1``
+    beyond a fold (``scalar.outlier_roots``), else by continuation of ``G`` in ``lambda``."""
+    if mp.m == 1 and scalar.ENABLED and kind == "fold":
+        return scalar.outlier_roots(mp, sgn, float(G_edge[0, 0]), edge, ROOT_RTOL)
+    branch = RealBranch(mp, sgn, edge, G_edge, branch_points)
+    mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
+    # an eigenvalue of S that vanishes at the edge to rounding is not an outlier
+    tiny = 1e-10 * max(1.0, float(np.max(np.abs(mu_edge))))
+    out = []
+    for j in np.flatnonzero(sgn * mu_edge > tiny):
+        lam, its = _root(branch, j, mu_edge[j])
+        ov_s, ov_t, A, res = _overlaps(branch, lam, j, mp.law.theta_dims * mp.m)
+        out.append((lam, its, A, ov_s, ov_t, res))
+    return out
+
+
 def outliers(law, delta, side="left", edges=None) -> Outliers:
     """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (docs/theory.md sec. 4).
 
@@ -206,18 +225,12 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
             "atom": "D is definite and the atom at 0 ends the spectrum on this side",
         }[kind]
         return Outliers([], side, edge + shift, kind, why)
-    branch = RealBranch(mp, sgn, edge, G_edge, branch_points)
-    mu_edge = np.linalg.eigvalsh(branch.S(edge)[0])
     found = []
-    # an eigenvalue of S that vanishes at the edge to rounding is not an outlier
-    tiny = 1e-10 * max(1.0, float(np.max(np.abs(mu_edge))))
-    for j in np.flatnonzero(sgn * mu_edge > tiny):
-        lam, its = _root(branch, j, mu_edge[j])
+    for lam, its, A, ov_s, ov_t, res in _roots(mp, sgn, edge, kind, G_edge, branch_points):
         # G has a square-root singularity at the edge, so S there is only known to about the
         # square root of the rounding error: a root this close to the edge is the edge itself
         if abs(lam - edge) <= EDGE_RESOLUTION * (law.scale + abs(edge)):
             continue
-        ov_s, ov_t, A, res = _overlaps(branch, lam, j, law.theta_dims * law.m)
         found.append(
             Outlier(
                 lam + shift,

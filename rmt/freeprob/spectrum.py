@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import scalar
 from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
 from .law import SpikeLaw
 from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
@@ -38,6 +39,12 @@ def side_edge(mp: MPSystem, side):
     )
     if atom and definite:
         return 0.0, "atom", None, 0, 0.0, []
+    # for m = 1 the Silverstein-Choi inverse settles most edges (scalar.py)
+    if mp.m == 1 and scalar.ENABLED:
+        found = scalar.fold(mp, side)
+        if found is not None:
+            pt, states = found
+            return pt.zeta, "fold", pt.G, pt.iterations, pt.residual, states
     pt, kind, steps, path = find_fold(mp, side)
     return pt.zeta, kind, pt.G, steps, pt.residual, [p.state() for p in path]
 
