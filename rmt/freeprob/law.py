@@ -249,7 +249,8 @@ class SpikeLaw:
         elif nodes == "aligned":
             c = float(np.sqrt(np.max(C * C, initial=0.0)))
             sep = _kink_separation(net, c, float(np.max(np.abs(M), initial=0.0)))
-            g = aligned_nodes(curvature, kinks, c, separation=sep)
+            roots = _kink_positions(net, float(M[0, 0]), float(C[0, 0]), model, g_rng)
+            g = aligned_nodes(curvature, kinks, c, separation=sep, find_zeros=roots)
             D = curvature(g.points)
         else:
             g = _nodes_for(curvature, dims, nodes, order, n_mc, rng, n_qmc)
@@ -469,6 +470,55 @@ def _kink_separation(net, c, m_abs=0.0):
     if slope is None or net.a[0] == 0.0:
         return None
     return 2.0 * net.huber_delta / (abs(float(net.a[0])) * c * slope)
+
+
+def inverse_activation(name, v):
+    """``sigma^{-1}(v)`` of a monotone activation (``MONOTONE``), ``nan`` where ``v`` is outside
+    the range of ``sigma`` (for ReLU, ``v <= 0``: no single preimage)."""
+    from scipy.special import erfinv
+
+    v = np.asarray(v, dtype=float)
+    with np.errstate(all="ignore"):
+        if name == "tanh":
+            return np.where(np.abs(v) < 1.0, np.arctanh(v), np.nan)
+        if name == "erf":
+            return np.where(np.abs(v) < 1.0, erfinv(v), np.nan)
+        if name == "cubic":
+            return np.cbrt(v)
+        if name == "softplus":  # log(e^v - 1), without overflow
+            return np.where(v > 0.0, v + np.log(-np.expm1(-v)), np.nan)
+        if name == "relu":
+            return np.where(v > 0.0, v, np.nan)
+    raise ValueError(f"no inverse for the activation {name!r}")
+
+
+def _kink_positions(net, m0, c0, model, g_rng):
+    """The zeros of the kink functions of one unit along the second coordinate ``t``, in closed
+    form (``aligned_nodes``'s ``find_zeros``): with ``u = m0 z + c0 t`` and ``y = g(z)``, Huber's
+    ``|a sigma(u) - y| = huber_delta`` at ``u = sigma^{-1}((y -+ huber_delta) / a)`` and ReLU's
+    ``u = 0``.  Returns ``roots(z) -> (owner, t)`` for the ``t`` inside the aligned range, or
+    ``None`` where the grid search must do it (no Huber loss and no ReLU, ``a = 0``, ``c0 = 0``).
+    ``sigma`` is strictly monotone, so each is a crossing (a sign change), the zeros the grid
+    search brackets and narrows; unlike it, two zeros within one grid step are both found."""
+    a = float(net.a[0])
+    huber = net.loss == "huber"
+    if c0 == 0.0 or not (huber or net.activation == "relu") or (huber and a == 0.0):
+        return None
+
+    def roots(z):
+        y = np.asarray(model.link(z[:, None], g_rng), dtype=float).reshape(-1)
+        cols = []
+        if huber:
+            for sgn in (-1.0, 1.0):
+                cols.append(inverse_activation(net.activation, (y + sgn * net.huber_delta) / a))
+        if net.activation == "relu":
+            cols.append(np.zeros_like(z))
+        u = np.stack(cols, axis=1)
+        t = (u - m0 * z[:, None]) / c0
+        owner, col = np.nonzero(np.abs(t) < ALIGNED_RANGE)  # nan compares False
+        return owner, t[owner, col]
+
+    return roots
 
 
 def _network_nodes(nodes, model, net, dims, n_mc=None):

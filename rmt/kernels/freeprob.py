@@ -383,6 +383,15 @@ def lu_solve_checked(A, b, x):
     return small / large
 
 
+@njit(cache=True, inline="always")
+def _scalar_node(T, w, i, g):
+    """Node ``i`` of an ``m = 1`` law at ``g = s / delta``: ``(F, w F, w F^2, past a pole)``."""
+    den = 1.0 + T[i] * g
+    f = T[i] / den
+    wf = w[i] * f
+    return f, wf, wf * f, den <= 0.0
+
+
 @njit(cache=True)
 def scalar_moments(T, w, s, inv_delta, out):
     """``m = 1`` (docs/theory.md 3.4): ``out[k-1] = E[F^k]`` for ``k = 1, 2, 3`` with
@@ -394,14 +403,11 @@ def scalar_moments(T, w, s, inv_delta, out):
     e3 = 0.0
     bad = 0
     for i in range(T.shape[0]):
-        den = 1.0 + T[i] * g
-        bad += den <= 0.0
-        f = T[i] / den
-        wf = w[i] * f
+        f, wf, wf2, past = _scalar_node(T, w, i, g)
+        bad += past
         e1 += wf
-        wf *= f
-        e2 += wf
-        e3 += wf * f
+        e2 += wf2
+        e3 += wf2 * f
     out[0] = e1
     out[1] = e2
     out[2] = e3
@@ -413,115 +419,49 @@ def scalar_spike_sums(T, w, Z, s, inv_delta, S1, S2, out):
     """``m = 1``: ``S1[q, r] = E[z_q z_r F]``, ``S2[q, r] = E[z_q z_r F^2]`` (the spike matrices
     of docs/theory.md section 4 at ``G = s``, ``G' = 1``), ``out = (E[F], E[F^2])``, in one pass
     over the nodes ``(T_i, Z_i)``.  Returns the number of nodes past a pole (as
-    :func:`scalar_moments`).  For ``K <= 3`` spike coordinates the sums stay in registers (the
-    common case: ``Theta*`` and ``W``); beyond, they accumulate in ``S1``, ``S2``."""
+    :func:`scalar_moments`).  With two spike coordinates (``Theta*`` and ``W``, the sweep laws)
+    the sums stay in registers; otherwise they accumulate in ``S1``, ``S2``."""
     K = Z.shape[1]
-    if K > 3:
-        return _scalar_spike_sums_any(T, w, Z, s, inv_delta, S1, S2, out)
+    g = s * inv_delta
+    e1 = 0.0
+    e2 = 0.0
+    bad = 0
     if K == 2:
-        return _scalar_spike_sums_2(T, w, Z, s, inv_delta, S1, S2, out)
-    g = s * inv_delta
-    a00 = a01 = a02 = a11 = a12 = a22 = 0.0
-    b00 = b01 = b02 = b11 = b12 = b22 = 0.0
-    e1 = 0.0
-    e2 = 0.0
-    bad = 0
-    for i in range(T.shape[0]):
-        den = 1.0 + T[i] * g
-        bad += den <= 0.0
-        f = T[i] / den
-        wf = w[i] * f
-        wf2 = wf * f
-        e1 += wf
-        e2 += wf2
-        z0 = Z[i, 0]
-        z1 = Z[i, 1] if K > 1 else 0.0
-        z2 = Z[i, 2] if K > 2 else 0.0
-        a00 += z0 * z0 * wf
-        b00 += z0 * z0 * wf2
-        a01 += z0 * z1 * wf
-        b01 += z0 * z1 * wf2
-        a02 += z0 * z2 * wf
-        b02 += z0 * z2 * wf2
-        a11 += z1 * z1 * wf
-        b11 += z1 * z1 * wf2
-        a12 += z1 * z2 * wf
-        b12 += z1 * z2 * wf2
-        a22 += z2 * z2 * wf
-        b22 += z2 * z2 * wf2
-    A = ((a00, a01, a02), (a01, a11, a12), (a02, a12, a22))
-    B = ((b00, b01, b02), (b01, b11, b12), (b02, b12, b22))
-    for q in range(K):
-        for r in range(K):
-            S1[q, r] = A[q][r]
-            S2[q, r] = B[q][r]
-    out[0] = e1
-    out[1] = e2
-    return bad
-
-
-@njit(cache=True)
-def _scalar_spike_sums_any(T, w, Z, s, inv_delta, S1, S2, out):
-    """:func:`scalar_spike_sums` for any number of spike coordinates."""
-    K = Z.shape[1]
-    g = s * inv_delta
-    for q in range(K):
-        for r in range(K):
-            S1[q, r] = 0.0
-            S2[q, r] = 0.0
-    e1 = 0.0
-    e2 = 0.0
-    bad = 0
-    for i in range(T.shape[0]):
-        den = 1.0 + T[i] * g
-        bad += den <= 0.0
-        f = T[i] / den
-        wf = w[i] * f
-        wf2 = wf * f
-        e1 += wf
-        e2 += wf2
+        a00 = a01 = a11 = 0.0
+        b00 = b01 = b11 = 0.0
+        for i in range(T.shape[0]):
+            _, wf, wf2, past = _scalar_node(T, w, i, g)
+            bad += past
+            e1 += wf
+            e2 += wf2
+            z0 = Z[i, 0]
+            z1 = Z[i, 1]
+            a00 += z0 * z0 * wf
+            b00 += z0 * z0 * wf2
+            a01 += z0 * z1 * wf
+            b01 += z0 * z1 * wf2
+            a11 += z1 * z1 * wf
+            b11 += z1 * z1 * wf2
+        S1[0, 0], S1[0, 1], S1[1, 0], S1[1, 1] = a00, a01, a01, a11
+        S2[0, 0], S2[0, 1], S2[1, 0], S2[1, 1] = b00, b01, b01, b11
+    else:
+        S1[:, :] = 0.0
+        S2[:, :] = 0.0
+        for i in range(T.shape[0]):
+            _, wf, wf2, past = _scalar_node(T, w, i, g)
+            bad += past
+            e1 += wf
+            e2 += wf2
+            for q in range(K):
+                zq = Z[i, q]
+                for r in range(q, K):
+                    zz = zq * Z[i, r]
+                    S1[q, r] += zz * wf
+                    S2[q, r] += zz * wf2
         for q in range(K):
-            zq = Z[i, q]
-            for r in range(q, K):
-                zz = zq * Z[i, r]
-                S1[q, r] += zz * wf
-                S2[q, r] += zz * wf2
-    for q in range(K):
-        for r in range(q + 1, K):
-            S1[r, q] = S1[q, r]
-            S2[r, q] = S2[q, r]
-    out[0] = e1
-    out[1] = e2
-    return bad
-
-
-@njit(cache=True)
-def _scalar_spike_sums_2(T, w, Z, s, inv_delta, S1, S2, out):
-    """:func:`scalar_spike_sums` for two spike coordinates (``Theta*`` and ``W``: the sweep laws)."""
-    g = s * inv_delta
-    a00 = a01 = a11 = 0.0
-    b00 = b01 = b11 = 0.0
-    e1 = 0.0
-    e2 = 0.0
-    bad = 0
-    for i in range(T.shape[0]):
-        den = 1.0 + T[i] * g
-        bad += den <= 0.0
-        f = T[i] / den
-        wf = w[i] * f
-        wf2 = wf * f
-        e1 += wf
-        e2 += wf2
-        z0 = Z[i, 0]
-        z1 = Z[i, 1]
-        a00 += z0 * z0 * wf
-        b00 += z0 * z0 * wf2
-        a01 += z0 * z1 * wf
-        b01 += z0 * z1 * wf2
-        a11 += z1 * z1 * wf
-        b11 += z1 * z1 * wf2
-    S1[0, 0], S1[0, 1], S1[1, 0], S1[1, 1] = a00, a01, a01, a11
-    S2[0, 0], S2[0, 1], S2[1, 0], S2[1, 1] = b00, b01, b01, b11
+            for r in range(q + 1, K):
+                S1[r, q] = S1[q, r]
+                S2[r, q] = S2[q, r]
     out[0] = e1
     out[1] = e2
     return bad
