@@ -30,6 +30,7 @@ from ..kernels.freeprob import (
     mp_residual,
     spike_moments,
 )
+from ..kernels.freeprob_halves import min_pivot_halves, moments_halves
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40
@@ -98,6 +99,10 @@ class MPSystem:
         EF = np.zeros((self.m, self.m), dtype=G.dtype)
         JF = np.zeros((p, p), dtype=G.dtype)
         if self.unrolled:
+            halves = self._nodes.halves
+            if halves is not None and not np.iscomplexobj(G):
+                bad = moments_halves(self.m, *halves, G, 1.0 / self.delta, with_jac, EF, JF)
+                return EF, JF, bad
             # complex G (the density, Stieltjes off the axis): the split-arithmetic kernel
             table = MOMENTS_COMPLEX if np.iscomplexobj(G) else MOMENTS
             bad = table[self.m](self.Dv, self.w, G, 1.0 / self.delta, with_jac, EF, JF)
@@ -180,6 +185,9 @@ class MPSystem:
             return -1.0
         if not self.unrolled:
             return min_pd_pivot(self.D, L, -side / self.delta)
+        halves = self._nodes.halves
+        if halves is not None:
+            return min_pivot_halves(self.m, halves[0], halves[1], L, -side / self.delta)
         pivots = np.empty(self.D.shape[0])
         if PIVOTS[self.m](self.Dv, L, -side / self.delta, pivots):
             return -1.0
@@ -251,6 +259,14 @@ class MPSystem:
         return 4.0 * (reach + self.law.scale) * (1.0 + 1.0 / np.sqrt(self.delta)) ** 2 + 1.0
 
 
+#: laws with at least this many nodes run the real moments and the pivots on two threads over
+#: the two halves of their nodes (``rmt.kernels.freeprob_halves``), for these widths.  On a
+#: Zen 3 (2026-12-03, 32k nodes) a point of the sweep took 137-157 ms against 210-213 (m = 4)
+#: and 57-64 against 67-70 (m = 3); for m = 2 a pass is 50 us either way and the point took
+#: 27-32 ms against 19-20 (the woken threads spin beside the small LAPACK calls of each step)
+HALVES_MIN_NODES = 16384
+HALVES_WIDTHS = (3, 4)
+
 #: the node arrays of a law as the kernels read them, by law: every ``MPSystem`` of a sweep point
 #: (edges, outliers, at each delta) reads the same nodes, and the node-last copy ``Dv`` cost
 #: 1.3 ms per system for the m = 4 sweep law (32k nodes)
@@ -270,6 +286,19 @@ class _LawNodes:
             ia, ib = np.triu_indices(D.shape[1])
             Dv = np.ascontiguousarray(D[:, ia, ib].T)
         self.arrays = (D, w, zhat, Dv)
+        #: ``(D0, D1, w0, w1)``: the node-last ``vech D`` and the weights in two contiguous
+        #: halves, for ``moments_halves`` and ``min_pivot_halves`` (``m`` in ``HALVES_WIDTHS``,
+        #: at least ``HALVES_MIN_NODES`` nodes)
+        self.halves = None
+        N = D.shape[0]
+        if unrolled and D.shape[1] in HALVES_WIDTHS and N >= HALVES_MIN_NODES:
+            h = N // 2
+            self.halves = (
+                np.ascontiguousarray(Dv[:, :h]),
+                np.ascontiguousarray(Dv[:, h:]),
+                w[:h].copy(),
+                w[h:].copy(),
+            )
         self._weight_rows = None
 
     def weight_rows(self):

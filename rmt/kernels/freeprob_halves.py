@@ -1,0 +1,68 @@
+"""Passes over the two halves of a law's nodes, on two threads (docs/theory.md 3.6, 3.7).
+
+A pass over the nodes of an ``m = 2..4`` sweep law (32k nodes) is the unit of the theory's cost
+(``moments_m4``: 0.7-0.8 ms, 150 of them a point of the m = 4 sweep; ``pivot_m4``, 43).  Its two halves, stored as
+two contiguous copies (``rmt.freeprob.mp._LawNodes``), run on two threads and their sums are
+added in a fixed order: the result does not depend on the number of threads (on one thread the
+halves run one after the other).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ._generated.freeprob_small import (
+    moments_m2,
+    moments_m3,
+    moments_m4,
+    pivot_m2,
+    pivot_m3,
+    pivot_m4,
+)
+
+
+@njit(cache=True, parallel=True)
+def moments_halves(m, D0, D1, w0, w1, G, inv_delta, with_jac, EF, JF):
+    """``MOMENTS[m]`` (``m = 2, 3, 4``, real ``G``) over the nodes ``(D0, w0)`` and ``(D1, w1)``
+    (``vech D`` node-last, each contiguous): adds ``E[F]`` to ``EF`` and, with ``with_jac``, the
+    Jacobian moments to ``JF``, the first half's sums before the second's.  Returns the number
+    of singular nodes."""
+    p = JF.shape[0]
+    EFs = np.zeros((2, m, m))
+    JFs = np.zeros((2, p, p))
+    bad = np.zeros(2, np.int64)
+    for h in prange(2):
+        D = D0 if h == 0 else D1
+        w = w0 if h == 0 else w1
+        if m == 2:
+            bad[h] = moments_m2(D, w, G, inv_delta, with_jac, EFs[h], JFs[h])
+        elif m == 3:
+            bad[h] = moments_m3(D, w, G, inv_delta, with_jac, EFs[h], JFs[h])
+        else:
+            bad[h] = moments_m4(D, w, G, inv_delta, with_jac, EFs[h], JFs[h])
+    for h in range(2):
+        EF += EFs[h]
+        JF += JFs[h]
+    return bad[0] + bad[1]
+
+
+@njit(cache=True, parallel=True)
+def min_pivot_halves(m, D0, D1, L, scale):
+    """The smallest Cholesky pivot of ``I + scale L^T D_i L`` over the nodes of both halves
+    (``PIVOTS[m]``, ``m = 2, 3, 4``), or ``-1.0`` when a node has a pivot ``<= 0``."""
+    lows = np.empty(2)
+    bad = np.zeros(2, np.int64)
+    for h in prange(2):
+        D = D0 if h == 0 else D1
+        out = np.empty(D.shape[1])
+        if m == 2:
+            bad[h] = pivot_m2(D, L, scale, out)
+        elif m == 3:
+            bad[h] = pivot_m3(D, L, scale, out)
+        else:
+            bad[h] = pivot_m4(D, L, scale, out)
+        lows[h] = out.min()
+    if bad[0] + bad[1] > 0:
+        return -1.0
+    return min(lows[0], lows[1])
