@@ -21,7 +21,6 @@ from ..kernels._generated.freeprob_small import (
     MOMENTS_COMPLEX,
     PIVOTS,
     SPIKE_BLOCK,
-    SPIKE_NODES,
     SPIKE_SUMS,
 )
 from ..kernels.freeprob import (
@@ -30,7 +29,7 @@ from ..kernels.freeprob import (
     mp_residual,
     spike_moments,
 )
-from ..kernels.freeprob_halves import min_pivot_halves, moments_halves
+from ..kernels.freeprob_halves import min_pivot_halves, moments_halves, spike_sums_halves
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40
@@ -222,7 +221,9 @@ class MPSystem:
         """``spike_matrices`` from the sums of ``vech F``, ``vech F G' F`` weighted by
         ``w zhat_q zhat_r`` (``q <= r``): for ``K <= 3`` summed in the node loop of one fused
         kernel, beyond that (10 or 15 pairs) from the per-node terms of ``SPIKE_NODES`` in
-        their block workspace and one batched product over the blocks (``_spike_workspace``)."""
+        their block workspace (``_spike_workspace``), each block summed while it is in cache,
+        the two halves of the blocks on two threads (``freeprob_halves.spike_sums_halves``;
+        numpy's batched product over the blocks took as long as the node kernel)."""
         if self._spike_layout is None:
             K, m = self.law.K, self.m
             qa, qb = np.triu_indices(K)
@@ -246,8 +247,8 @@ class MPSystem:
             bad = fused(self.Dv, data, G, Gp, 1.0 / self.delta, Y)
         else:
             W, blocks, ZZ = data
-            bad = SPIKE_NODES[self.m](W, blocks.shape[0], G, Gp, 1.0 / self.delta)
-            Y = np.matmul(ZZ, blocks[:, p:, :].transpose(0, 2, 1)).sum(axis=0)
+            Y = np.empty((ZZ.shape[1], 2 * p))
+            bad = spike_sums_halves(self.m, W, blocks, ZZ, G, Gp, 1.0 / self.delta, Y)
         if bad:
             raise ConvergenceError("a node system I + G D_i/delta is singular at this point")
         return Y[rows, cols], Y[rows, p + cols]

@@ -1,4 +1,4 @@
-"""Passes over the two halves of a law's nodes, on two threads (docs/theory.md 3.6, 3.7).
+"""Passes over the two halves of a law's nodes, on two threads (docs/theory.md 3.6, 3.7, 4.3).
 
 A pass over the nodes of an ``m = 2..4`` sweep law (32k nodes) is the unit of the theory's cost
 (``moments_m4``: 0.7-0.8 ms, 150 of them a point of the m = 4 sweep; ``pivot_m4``, 43).  Its two halves, stored as
@@ -19,6 +19,10 @@ from ._generated.freeprob_small import (
     pivot_m2,
     pivot_m3,
     pivot_m4,
+    spike_nodes_m1,
+    spike_nodes_m2,
+    spike_nodes_m3,
+    spike_nodes_m4,
 )
 
 
@@ -66,3 +70,45 @@ def min_pivot_halves(m, D0, D1, L, scale):
     if bad[0] + bad[1] > 0:
         return -1.0
     return min(lows[0], lows[1])
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _block_sums(blocks, ZZ, b, p, Y):
+    """``Y[q, c] += sum_j ZZ[b, q, j] blocks[b, p + c, j]``: the weighted sums of one block's
+    ``vech F`` and ``vech F G' F`` (``c < 2 p``) by the weight rows ``w zhat_q zhat_r``."""
+    for q in range(ZZ.shape[1]):
+        for c in range(2 * p):
+            s = 0.0
+            for j in range(ZZ.shape[2]):
+                s += ZZ[b, q, j] * blocks[b, p + c, j]
+            Y[q, c] += s
+
+
+@njit(cache=True, parallel=True)
+def spike_sums_halves(m, W, blocks, ZZ, G, Gp, inv_delta, Y):
+    """The spike sums of ``MPSystem._spike_matrices_unrolled`` for many weight rows: per block of
+    the workspace ``W`` (``blocks`` is its ``n_blocks x 3p x SPIKE_BLOCK`` view), ``SPIKE_NODES[m]``
+    and then the block's weighted sums (:func:`_block_sums`) while it is in cache; the first and
+    the second half of the blocks on two threads, added in that order into ``Y`` (``pairs x 2p``).
+    Returns the number of singular nodes."""
+    nb, rows, B = blocks.shape
+    p = rows // 3
+    half = (nb + 1) // 2
+    Yh = np.zeros((2, ZZ.shape[1], 2 * p))
+    bad = np.zeros(2, np.int64)
+    for h in prange(2):
+        lo = 0 if h == 0 else half
+        hi = half if h == 0 else nb
+        for b in range(lo, hi):
+            Wb = W[b * rows * B : (b + 1) * rows * B]
+            if m == 1:
+                bad[h] += spike_nodes_m1(Wb, 1, G, Gp, inv_delta)
+            elif m == 2:
+                bad[h] += spike_nodes_m2(Wb, 1, G, Gp, inv_delta)
+            elif m == 3:
+                bad[h] += spike_nodes_m3(Wb, 1, G, Gp, inv_delta)
+            else:
+                bad[h] += spike_nodes_m4(Wb, 1, G, Gp, inv_delta)
+            _block_sums(blocks, ZZ, b, p, Yh[h])
+    Y[:, :] = Yh[0] + Yh[1]
+    return bad[0] + bad[1]
