@@ -320,6 +320,44 @@ def law_before_and_now(repeat):
         )
 
 
+def _lapack_block_eigenvalues(D, out):
+    """The reference of ``block_eigenvalues``: numpy's batched ``eigvalsh`` (LAPACK)."""
+    out[...] = np.linalg.eigvalsh(D)
+
+
+def law_eigen_before_and_now(repeat):
+    """``SpikeLaw.from_network`` of the m = 3, 4 sweep laws with the node eigenvalues (and those
+    of the far probe) from numpy's batched ``eigvalsh``, as before, against the batched Jacobi
+    kernel now, in turn; ``node_range`` and ``far_range`` must agree to 1e-14."""
+    from rmt.freeprob import law as law_module
+    from rmt.freeprob import unbounded
+
+    now = law_module.block_eigenvalues
+
+    def build(before):
+        kernel = _lapack_block_eigenvalues if before else now
+        law_module.block_eigenvalues = unbounded.block_eigenvalues = kernel
+        try:
+            return sweep_law(net, Q)
+        finally:
+            law_module.block_eigenvalues = unbounded.block_eigenvalues = now
+
+    for name, net, Q, _ in sweep_configs()[2:]:
+        old, new = build(True), build(False)
+        ranges = np.array([old.node_range, old.far_range]), np.array([new.node_range, new.far_range])
+        agree = bool(np.all(np.abs(ranges[0] - ranges[1]) <= 1e-14 * np.abs(ranges[0])))
+        with LoadMeter() as meter:
+            timing = time_round_robin(
+                {"before": partial(build, True), "now": partial(build, False)}, repeat
+            )
+        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        print(
+            f"law {name} ({new.kind}, {new.N} nodes): eigvalsh {t0 * 1e3:.1f} ms, batched Jacobi "
+            f"{t1 * 1e3:.1f} ms, {t0 / t1:.2f}x; ranges agree to 1e-14 {agree}, scale "
+            f"{old.scale:.6g} / {new.scale:.6g}; other processes {meter.other_load:.2f} cores"
+        )
+
+
 def nodes_before_and_now(repeat):
     """The sweep theory (law + edges + left outliers) of m = 1..4 with the previous default
     nodes against now, in turn: the nested law (m = 1, 2) or 200k i.i.d. draws (m = 3, 4)
@@ -380,6 +418,11 @@ def main():
         "--law-before", action="store_true", help="only the law construction, before and now"
     )
     parser.add_argument(
+        "--law-eigen",
+        action="store_true",
+        help="only the m = 3, 4 sweep laws, node eigenvalues by eigvalsh (before) and now",
+    )
+    parser.add_argument(
         "--nodes-before",
         action="store_true",
         help="only the sweep theory with the previous default nodes (200k i.i.d.) and now",
@@ -402,6 +445,9 @@ def main():
     )
     if args.law_before:
         law_before_and_now(args.repeat)
+        return
+    if args.law_eigen:
+        law_eigen_before_and_now(max(args.repeat, 5))
         return
     if args.sweep_times:
         sweep_times(max(args.repeat, 3), args.sweep_points)

@@ -157,16 +157,24 @@ def test_random_laws_report_a_calibrated_error():
     assert mc.kind == "monte_carlo" and np.median(reported) < mc.stderr / 3.0
 
 
-@pytest.mark.parametrize("m", [1, 2, 3])
-def test_node_eigenvalues_match_eigvalsh(m, rng):
-    """Closed forms for m <= 2 against LAPACK, with singular, diagonal and zero blocks."""
-    A = rng.standard_normal((200, m, m))
+@pytest.mark.parametrize("m,n", [(1, 200), (2, 200), (3, 200), (4, 200), (3, 40_000), (5, 33)])
+def test_node_eigenvalues_match_eigvalsh(m, n, rng):
+    """Closed forms for m <= 2 and batched Jacobi for m >= 3 (one thread below 16384 blocks,
+    chunks on the threads above; 33 blocks: one full batch and one padded) against LAPACK,
+    with singular, diagonal and zero blocks."""
+    A = rng.standard_normal((n, m, m))
     D = A + np.swapaxes(A, 1, 2)
     D[0] = 0.0
     D[1] = np.diag(np.arange(1.0, m + 1.0))
     u = rng.standard_normal(m)
     D[2] = np.outer(u, u)  # rank one
     D[3] = -1e-9 * np.eye(m)
+    if m >= 3:  # Jacobi at the ends of the float range (the m = 2 determinant would overflow),
+        # and with equal diagonal entries (rotations by 45 degrees)
+        D[4] = 1e300 * D[4] / np.max(np.abs(D[4]))
+        D[5] = 1e-300 * D[5]
+        D[6] = np.eye(m) + 1e-20 * (np.ones((m, m)) - np.eye(m))
+        D[7] = np.diag(np.r_[1e300, np.ones(m - 1)])
     ref = np.linalg.eigvalsh(D)
     got = node_eigenvalues(D)
     scale = np.max(np.abs(D), axis=(1, 2), keepdims=True)[:, :, 0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.curvature import gershgorin_bounds
+from ..kernels.curvature import block_eigenvalues, gershgorin_bounds
 
 RADII = (6.0, 12.0, 24.0, 48.0)
 #: directions sampled on each sphere (a fixed, seeded draw): a band of angular fraction
@@ -48,12 +48,13 @@ GERSHGORIN_SLACK = 1e-8
 
 def _extreme_eigenvalues(D):
     """``(min, max)`` of the eigenvalues of the symmetric blocks ``D`` (``N x m x m``), equal to
-    ``eigvalsh(D).min()`` and ``.max()``.
+    ``eigvalsh(D).min()`` and ``.max()`` to ``m eps`` times the largest entry of the block.
 
     For ``m = 1`` they are the entries.  Otherwise every eigenvalue of ``D_i`` lies in its
     Gershgorin discs, and some block has an eigenvalue at least (at most) the largest (smallest)
     diagonal entry ``t``; a block whose discs stay short of ``t`` by more than the rounding of
-    ``eigvalsh`` cannot hold the extreme, so ``eigvalsh`` runs on the others only."""
+    an eigensolver cannot hold the extreme, so the eigenvalues (``block_eigenvalues``, to ``m eps
+    max|D_i|`` as LAPACK's) are computed on the others only."""
     if D.shape[1] == 1:
         return D[:, 0, 0].min(), D[:, 0, 0].max()
     D = np.ascontiguousarray(D, dtype=np.float64)
@@ -63,8 +64,11 @@ def _extreme_eigenvalues(D):
         slack = GERSHGORIN_SLACK * size
         lo_keep = ~(lower - slack > dmin + GERSHGORIN_SLACK * (1.0 + abs(dmin)))  # nan kept
         hi_keep = ~(upper + slack < dmax - GERSHGORIN_SLACK * (1.0 + abs(dmax)))
-        out = (np.linalg.eigvalsh(D[lo_keep]).min(), np.linalg.eigvalsh(D[hi_keep]).max())
-    return out[0], out[1]
+        lo_blocks, hi_blocks = D[lo_keep], D[hi_keep]
+    lo_eig, hi_eig = np.empty(lo_blocks.shape[:2]), np.empty(hi_blocks.shape[:2])
+    block_eigenvalues(lo_blocks, lo_eig)
+    block_eigenvalues(hi_blocks, hi_eig)
+    return lo_eig.min(), hi_eig.max()
 
 
 def probe_far(func, dims):
