@@ -344,7 +344,10 @@ def law_eigen_before_and_now(repeat):
 
     for name, net, Q, _ in sweep_configs()[2:]:
         old, new = build(True), build(False)
-        ranges = np.array([old.node_range, old.far_range]), np.array([new.node_range, new.far_range])
+        ranges = (
+            np.array([old.node_range, old.far_range]),
+            np.array([new.node_range, new.far_range]),
+        )
         agree = bool(np.all(np.abs(ranges[0] - ranges[1]) <= 1e-14 * np.abs(ranges[0])))
         with LoadMeter() as meter:
             timing = time_round_robin(
