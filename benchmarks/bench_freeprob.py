@@ -361,6 +361,58 @@ def law_eigen_before_and_now(repeat):
         )
 
 
+def fold_model_before_and_now(repeat):
+    """The edges of the m = 2, 3, 4 sweep laws at five values of ``delta`` with the steps of the
+    geometric rule alone (before) and aimed by the fold estimates (now, ``edges.FOLD_MODEL``),
+    in turn: time, passes over the nodes and the largest relative change of an edge."""
+    from rmt.freeprob import edges as edges_module
+    from rmt.freeprob import mp as mp_module
+
+    deltas = (0.5, 1.0, 2.0, 4.0, 6.0)
+    passes = [0]
+    moments = mp_module.MPSystem.moments
+
+    def counted(self, *args, **kwargs):
+        passes[0] += 1
+        return moments(self, *args, **kwargs)
+
+    def edges_at(law, model):
+        edges_module.FOLD_MODEL = model
+        try:
+            return [rmt.bulk_edges(law, delta) for delta in deltas]
+        finally:
+            edges_module.FOLD_MODEL = True
+
+    for name, net, Q, _ in sweep_configs()[1:]:
+        law = sweep_law(net, Q)
+        counts, found = {}, {}
+        mp_module.MPSystem.moments = counted
+        try:
+            for model in (False, True):
+                passes[0] = 0
+                found[model] = edges_at(law, model)
+                counts[model] = passes[0]
+        finally:
+            mp_module.MPSystem.moments = moments
+        change = max(
+            abs(getattr(a, k) - getattr(b, k)) / abs(getattr(a, k))
+            for a, b in zip(found[False], found[True])
+            for k in ("lo", "hi")
+        )
+        with LoadMeter() as meter:
+            timing = time_round_robin(
+                {"before": partial(edges_at, law, False), "now": partial(edges_at, law, True)},
+                repeat,
+            )
+        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        print(
+            f"edges {name}, delta {deltas}: geometric steps {t0 * 1e3:.1f} ms ({counts[False]} "
+            f"passes), aimed by the fold estimates {t1 * 1e3:.1f} ms ({counts[True]} passes), "
+            f"{t0 / t1:.2f}x; edges moved by <= {change:.1e} relative; other processes "
+            f"{meter.other_load:.2f} cores"
+        )
+
+
 def nodes_before_and_now(repeat):
     """The sweep theory (law + edges + left outliers) of m = 1..4 with the previous default
     nodes against now, in turn: the nested law (m = 1, 2) or 200k i.i.d. draws (m = 3, 4)
@@ -426,6 +478,11 @@ def main():
         help="only the m = 3, 4 sweep laws, node eigenvalues by eigvalsh (before) and now",
     )
     parser.add_argument(
+        "--fold-model",
+        action="store_true",
+        help="only the edges of the m = 2, 3, 4 sweep laws, geometric steps (before) and now",
+    )
+    parser.add_argument(
         "--nodes-before",
         action="store_true",
         help="only the sweep theory with the previous default nodes (200k i.i.d.) and now",
@@ -451,6 +508,9 @@ def main():
         return
     if args.law_eigen:
         law_eigen_before_and_now(max(args.repeat, 5))
+        return
+    if args.fold_model:
+        fold_model_before_and_now(max(args.repeat, 5))
         return
     if args.sweep_times:
         sweep_times(max(args.repeat, 3), args.sweep_points)

@@ -301,6 +301,57 @@ def _polish(mp, pt, side):
     return new
 
 
+#: the longest continuation step, as a ratio of ``tau``
+RATIO_MAX = 2.0
+#: cap the steps by the fold bracket of ``fold_bracket`` (False: the geometric rule alone)
+FOLD_MODEL = True
+#: a step aims this fraction of the way from the lower to the upper estimate of the fold
+FOLD_AIM = 0.3
+#: once the two estimates lie within this relative distance, the step goes ``FOLD_PAST`` of
+#: their gap past the upper one: it lands past the fold and brackets it for ``_refine``
+FOLD_WINDOW = FOLD_BRACKET
+FOLD_PAST = 0.1
+
+
+def fold_bracket(a, b):
+    """``(low, high)``: estimates of ``tau`` at the fold below and above it, from two points ``a``,
+    ``b`` of the branch with ``0 < b.h < a.h``; ``None`` when they do not apply.
+
+    Two models of ``h`` bracket the fold in practice (docs/theory.md 3.7):
+
+    - ``low``, the zero of the secant of ``h^2``: ``h`` is convex far out and falls like a square
+      root next to the fold of a discretised law (``h^2`` nearly linear), so the secant of
+      ``h^2`` reaches zero first;
+    - ``high``, the power law of ``k = 1 - h tau^2``: far out ``zeta ~ -1/tau``, so ``k`` rises
+      from 0, and it reaches 1 at the fold; its local exponent ``log(k_b/k_a) / log(tau_b/tau_a)``
+      grows towards the fold, so extrapolating with the present one goes past it."""
+    if not 0.0 < b.h < a.h:
+        return None
+    low = b.tau + b.h**2 * (b.tau - a.tau) / (a.h**2 - b.h**2)
+    k_a, k_b = 1.0 - a.h * a.tau**2, 1.0 - b.h * b.tau**2
+    if not 0.0 < k_a < k_b < 1.0:
+        return None
+    gamma = np.log(k_b / k_a) / np.log(b.tau / a.tau)
+    high = b.tau * (1.0 / k_b) ** (1.0 / gamma)
+    if not abs(high) > abs(low):
+        return None
+    return low, high
+
+
+def _fold_model_ratio(a, b):
+    """Step ratio from ``b`` by the fold bracket of ``a``, ``b`` (``inf`` without one): aim
+    ``FOLD_AIM`` of the way from the lower to the upper estimate, short of the fold, where the
+    corrector converges; once the two are within ``FOLD_WINDOW``, ``FOLD_PAST`` of their gap
+    past the upper one, so that a short step brackets the fold."""
+    bracket = fold_bracket(a, b)
+    if bracket is None:
+        return np.inf
+    low, high = bracket
+    if abs(high - low) <= FOLD_WINDOW * abs(b.tau):
+        return (high + FOLD_PAST * (high - low)) / b.tau
+    return (low + FOLD_AIM * (high - low)) / b.tau
+
+
 def find_fold(mp: MPSystem, side, max_steps=400):
     """Continue from ``zeta = side * inf`` to the edge; returns ``(FoldPoint, kind, steps, path)``.
 
@@ -355,9 +406,13 @@ def find_fold(mp: MPSystem, side, max_steps=400):
             )
         if tau_b is not None and tau_new == tau_b:
             return _polish(mp, pt, side), "boundary", steps, path
-        ratio = min(1.0 + 1.5 * (ratio - 1.0), 2.0)
+        ratio = min(1.0 + 1.5 * (ratio - 1.0), RATIO_MAX)
         if past is not None and past.tau / pt.tau > 1.0:  # no longer step than to the fold
             ratio = min(ratio, _bracket_ratio(pt, past.h, past.tau / pt.tau))
+        elif FOLD_MODEL and prev is not None:
+            if _near_fold(pt, [prev]):
+                return _polish(mp, pt, side), "fold", steps, path
+            ratio = min(ratio, _fold_model_ratio(prev, pt))
     raise ConvergenceError(
         f"no fold of the real branch found on the {'left' if side < 0 else 'right'} after "
         f"{steps} continuation steps (last tau = {pt.tau:.6g}, zeta = {pt.zeta:.6g}, "
