@@ -173,3 +173,22 @@ def test_edges_with_and_without_the_fold_bracket_agree(m, monkeypatch):
         monkeypatch.setattr(edges_module, "FOLD_MODEL", True)
         for x, y in ((now.lo, before.lo), (now.hi, before.hi)):
             assert abs(x - y) <= 1e-11 * abs(y), (delta, x, y)
+
+
+@pytest.mark.parametrize("m,delta", [(3, 2.0), (4, 4.0)])
+def test_outliers_with_and_without_warm_roots_agree(m, delta, monkeypatch):
+    """The roots of ``mu_j`` started from the evaluations made for the other roots
+    (``outliers._warm_start``) are those started from the far end of their brackets: values to
+    1e-11, overlaps to 1e-10 (the sweep laws have two and three outliers on the left)."""
+    import importlib
+
+    outliers_module = importlib.import_module("rmt.freeprob.outliers")
+    law = sweep_law(m, n_qmc=32768)
+    edges = rmt.bulk_edges(law, delta)
+    now = rmt.outliers(law, delta, side="left", edges=edges)
+    monkeypatch.setattr(outliers_module, "WARM_ROOTS", False)
+    before = rmt.outliers(law, delta, side="left", edges=edges)
+    assert len(now) == len(before) == m - 1
+    for a, b in zip(now, before):
+        assert abs(a.value - b.value) <= 1e-11 * abs(b.value)
+        assert abs(a.overlap_theta - b.overlap_theta) <= 1e-10
