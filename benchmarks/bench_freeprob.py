@@ -282,6 +282,16 @@ def outlier_goals(repeat):
     return rows
 
 
+def _before_and_now(make, repeat):
+    """``(before, now, load)``: the median times of ``make(True)`` and ``make(False)``, timed in
+    turn (``time_round_robin``), and the load of other processes meanwhile."""
+    with LoadMeter() as meter:
+        timing = time_round_robin(
+            {"before": partial(make, True), "now": partial(make, False)}, repeat
+        )
+    return timing["before"]["median"], timing["now"]["median"], meter.other_load
+
+
 def law_before_and_now(repeat):
     """``SpikeLaw.from_network`` of the m = 1, 2 sweep laws with the previous adaptive refinement
     (kept in tests/test_theory_speed.py) and the parallel curvature kernel, against now, in
@@ -309,14 +319,10 @@ def law_before_and_now(repeat):
         same = all(
             np.array_equal(getattr(old, a), getattr(new, a)) for a in ("zhat", "D", "weights")
         )
-        with LoadMeter() as meter:
-            timing = time_round_robin(
-                {"before": partial(build, True), "now": partial(build, False)}, repeat
-            )
-        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        t0, t1, load = _before_and_now(build, repeat)
         print(
             f"law {name} ({new.kind}, {new.N} nodes): before {t0:.3f} s, now {t1:.3f} s, "
-            f"{t0 / t1:.1f}x; bit-identical {same}; other processes {meter.other_load:.2f} cores"
+            f"{t0 / t1:.1f}x; bit-identical {same}; other processes {load:.2f} cores"
         )
 
 
@@ -349,15 +355,11 @@ def law_eigen_before_and_now(repeat):
             np.array([new.node_range, new.far_range]),
         )
         agree = bool(np.all(np.abs(ranges[0] - ranges[1]) <= 1e-14 * np.abs(ranges[0])))
-        with LoadMeter() as meter:
-            timing = time_round_robin(
-                {"before": partial(build, True), "now": partial(build, False)}, repeat
-            )
-        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        t0, t1, load = _before_and_now(build, repeat)
         print(
             f"law {name} ({new.kind}, {new.N} nodes): eigvalsh {t0 * 1e3:.1f} ms, batched Jacobi "
             f"{t1 * 1e3:.1f} ms, {t0 / t1:.2f}x; ranges agree to 1e-14 {agree}, scale "
-            f"{old.scale:.6g} / {new.scale:.6g}; other processes {meter.other_load:.2f} cores"
+            f"{old.scale:.6g} / {new.scale:.6g}; other processes {load:.2f} cores"
         )
 
 
@@ -399,17 +401,12 @@ def fold_model_before_and_now(repeat):
             for a, b in zip(found[False], found[True])
             for k in ("lo", "hi")
         )
-        with LoadMeter() as meter:
-            timing = time_round_robin(
-                {"before": partial(edges_at, law, False), "now": partial(edges_at, law, True)},
-                repeat,
-            )
-        t0, t1 = timing["before"]["median"], timing["now"]["median"]
+        t0, t1, load = _before_and_now(lambda before: edges_at(law, not before), repeat)
         print(
             f"edges {name}, delta {deltas}: geometric steps {t0 * 1e3:.1f} ms ({counts[False]} "
             f"passes), aimed by the fold estimates {t1 * 1e3:.1f} ms ({counts[True]} passes), "
             f"{t0 / t1:.2f}x; edges moved by <= {change:.1e} relative; other processes "
-            f"{meter.other_load:.2f} cores"
+            f"{load:.2f} cores"
         )
 
 
