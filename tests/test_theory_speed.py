@@ -133,21 +133,26 @@ def test_density_matches_the_previous_implementation(m, monkeypatch):
 @pytest.mark.parametrize("m", WIDTHS)
 def test_spike_nodes_match_numpy_in_their_block_workspace(m, rng):
     """``SPIKE_NODES``: per-node ``vech F``, ``vech F G' F`` in the block workspace against
-    numpy solves (1001 nodes: the last block padded), the padding zero, and the batched
-    product over blocks against ``ZZ @ V^T``."""
-    n_pairs = 10
+    numpy solves (1001 nodes: the last block padded), the padding zero, the weight rows
+    ``w zhat_q zhat_r`` of the workspace (``fill_spike_workspace``) against numpy's products,
+    and the batched product over blocks against ``ZZ @ V^T``."""
     D, w, ia, ib, Dv = nodes(m, rng, 1001)
+    zhat = rng.standard_normal((D.shape[0], 4))  # K = 4: 10 weight rows
+    qa, qb = np.triu_indices(4)
+    ZZ = (w[:, None] * zhat[:, qa] * zhat[:, qb]).T
     B = rng.standard_normal((m, m))
     G = -0.2 * (B @ B.T / m + np.eye(m))
     Gp = G @ G
-    ZZ = rng.standard_normal((n_pairs, D.shape[0])) / D.shape[0]
-    W, blocks, ZZb = mp_module._spike_workspace(Dv, ZZ)
+    W, blocks, ZZb = mp_module._spike_workspace(Dv, w, zhat)
+    N = D.shape[0]
+    got_zz = ZZb.transpose(1, 0, 2).reshape(ZZ.shape[0], -1)
+    np.testing.assert_allclose(got_zz[:, :N], ZZ, rtol=1e-15, atol=0.0)
+    assert not np.any(got_zz[:, N:])
     assert SPIKE_NODES[m](W, blocks.shape[0], G, Gp, 1 / 3) == 0
     p = ia.size
     F = np.linalg.solve(np.eye(m) + D @ G / 3, D)
     V = np.concatenate([F[:, ia, ib].T, (F @ Gp @ F)[:, ia, ib].T])  # 2p x N
     got = blocks[:, p:, :].transpose(1, 0, 2).reshape(2 * p, -1)
-    N = D.shape[0]
     np.testing.assert_allclose(got[:, :N], V, rtol=1e-12, atol=1e-12 * np.abs(V).max())
     assert not np.any(got[:, N:])
     Y = np.matmul(ZZb, blocks[:, p:, :].transpose(0, 2, 1)).sum(axis=0)

@@ -112,3 +112,26 @@ def spike_sums_halves(m, W, blocks, ZZ, G, Gp, inv_delta, Y):
             _block_sums(blocks, ZZ, b, p, Yh[h])
     Y[:, :] = Yh[0] + Yh[1]
     return bad[0] + bad[1]
+
+
+@njit(cache=True)
+def fill_spike_workspace(Dv, w, zhat, qa, qb, W, ZZ):
+    """Fill the block workspace of :func:`spike_sums_halves` for the nodes ``(Dv, w, zhat)``
+    (``Dv``: ``vech D`` node-last): in block ``b`` of ``W`` (``3p`` rows of ``B`` nodes), rows
+    ``0 .. p-1`` get ``vech D`` of nodes ``b B .. b B + B - 1``; ``ZZ[b, k, j]`` gets the weight
+    row ``w zhat_qa[k] zhat_qb[k]`` of node ``b B + j``.  Nodes past the last (the padding of the
+    last block) get ``D = 0`` and weight 0.  The output rows ``p .. 3p-1`` are left as they are:
+    the node kernel writes all of them before they are read."""
+    p, N = Dv.shape
+    n_blocks, pairs, B = ZZ.shape
+    rows = 3 * p
+    for b in range(n_blocks):
+        base = b * rows * B
+        for u in range(p):
+            for j in range(B):
+                i = b * B + j
+                W[base + u * B + j] = Dv[u, i] if i < N else 0.0
+        for k in range(pairs):
+            for j in range(B):
+                i = b * B + j
+                ZZ[b, k, j] = w[i] * zhat[i, qa[k]] * zhat[i, qb[k]] if i < N else 0.0
