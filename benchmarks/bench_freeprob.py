@@ -410,6 +410,31 @@ def fold_model_before_and_now(repeat):
         )
 
 
+def blas_law_before_and_now(repeat):
+    """One point with its law (law, edges, left outliers) of the m = 1..4 sweep laws, the law
+    built with BLAS on all its threads (before: ``from_network`` without its
+    ``single_threaded_blas``) and on one (now), in turn."""
+    from rmt.freeprob import law as law_module
+
+    raw = law_module.SpikeLaw.from_network.__func__.__wrapped__
+
+    def point(net, Q, delta, before):
+        if before:
+            law = raw(law_module.SpikeLaw, PHASE, net, Q, nodes="auto")
+        else:
+            law = sweep_law(net, Q)
+        edges = rmt.bulk_edges(law, delta)
+        return rmt.outliers(law, delta, side="left", edges=edges)
+
+    for name, net, Q, delta in sweep_configs():
+        t0, t1, load = _before_and_now(partial(point, net, Q, delta), repeat)
+        print(
+            f"one point with its law, {name}: law with threaded BLAS {t0 * 1e3:.1f} ms, with "
+            f"BLAS on one thread {t1 * 1e3:.1f} ms, {t0 / t1:.2f}x; other processes "
+            f"{load:.2f} cores"
+        )
+
+
 def nodes_before_and_now(repeat):
     """The sweep theory (law + edges + left outliers) of m = 1..4 with the previous default
     nodes against now, in turn: the nested law (m = 1, 2) or 200k i.i.d. draws (m = 3, 4)
@@ -480,6 +505,11 @@ def main():
         help="only the edges of the m = 2, 3, 4 sweep laws, geometric steps (before) and now",
     )
     parser.add_argument(
+        "--blas-law",
+        action="store_true",
+        help="only one point with its law, the law built with threaded BLAS (before) and now",
+    )
+    parser.add_argument(
         "--nodes-before",
         action="store_true",
         help="only the sweep theory with the previous default nodes (200k i.i.d.) and now",
@@ -508,6 +538,9 @@ def main():
         return
     if args.fold_model:
         fold_model_before_and_now(max(args.repeat, 5))
+        return
+    if args.blas_law:
+        blas_law_before_and_now(max(args.repeat, 5))
         return
     if args.sweep_times:
         sweep_times(max(args.repeat, 3), args.sweep_points)

@@ -21,6 +21,7 @@ variables have no effect (they only concern libgomp).
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -136,3 +137,34 @@ def configure_threads(
     os.environ.update(todo)
     threads = _set_numba_threads(numba_threads)
     return ThreadSettings(applied=todo, kept=kept, too_late=too_late, numba_threads=threads)
+
+
+_BLAS_CONTROLLER = None
+
+
+def single_threaded_blas():
+    """A context in which BLAS (OpenBLAS, MKL, ...) runs on one thread (``threadpoolctl``).
+
+    OpenBLAS threads spin for a while after each call.  On a machine with few cores they then
+    hold the cores that a Numba parallel kernel which follows needs: the first pass over the
+    nodes after the BLAS products of building an m = 4 law took 24-61 ms instead of 0.5 ms
+    (Zen 3, 2 cores; benchmarks/RESULTS.md).  Where the dense work is small (thin products,
+    ``eigh`` of small matrices), one thread costs less than that.  The controller is made once
+    (it lists the loaded libraries); entering the context costs about 20 us."""
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+
+def with_single_threaded_blas(func):
+    """Decorator: ``func`` runs inside :func:`single_threaded_blas`."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with single_threaded_blas():
+            return func(*args, **kwargs)
+
+    return wrapper

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import rmt
@@ -135,3 +136,38 @@ def test_bad_arguments_raise_before_anything_is_set(kwargs, error, monkeypatch):
     with pytest.raises(error, match=next(iter(kwargs))):
         rmt.configure_threads(**kwargs)
     assert all(name not in os.environ for name in VARIABLES)
+
+
+def test_a_network_law_is_built_with_blas_on_one_thread_and_restores_it(monkeypatch):
+    """``SpikeLaw.from_network`` runs its BLAS on one thread (``single_threaded_blas``), as
+    threadpoolctl reports from inside it, and leaves the thread count as it found it; the law
+    is the same as one built with BLAS on two threads."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from rmt.freeprob import law as law_module
+
+    seen = []
+    perp = law_module._perp_factor
+
+    def recording(*args, **kwargs):
+        seen.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return perp(*args, **kwargs)
+
+    monkeypatch.setattr(law_module, "_perp_factor", recording)
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, "softplus", "huber", huber_delta=1.0)
+    Q = np.array([[0.3, 0.1], [0.1, 0.2]])
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        if set(before) != {2}:
+            pytest.skip(f"BLAS does not run on two threads here ({before}): nothing to limit")
+        law = rmt.SpikeLaw.from_network(model, net, Q, n_qmc=4096)
+        inside, seen[:] = list(seen), []
+        after = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        raw = law_module.SpikeLaw.from_network.__func__.__wrapped__  # without the context
+        two = raw(law_module.SpikeLaw, model, net, Q, n_qmc=4096)
+    assert inside and set(inside) == {1}
+    assert set(seen) == {2}  # the reference law was built on two threads
+    assert after and set(after) == {2}
+    for name in ("zhat", "D", "weights"):
+        assert np.array_equal(getattr(law, name), getattr(two, name))

@@ -19,9 +19,10 @@ import warnings
 import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice
+from ..threads import single_threaded_blas
 from .lanczos import estimate_norm, thick_restart_lanczos
 from .operator import CountingOperator, check_operator
 from .result import EigResult, NoConvergenceError
@@ -199,13 +200,7 @@ def _single_threaded_blas():
     threading costs more than it saves.  And OpenBLAS threads spin for a while after each
     call, slowing the Numba product that follows (ARPACK's final ``dseupd`` slowed the
     residual product); benchmarks/RESULTS.md has the measurements."""
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
-
-
-_BLAS_CONTROLLER = None
+    return single_threaded_blas()
 
 
 def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500):

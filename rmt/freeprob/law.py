@@ -12,6 +12,7 @@ from .._validation import as_float_array, check_nonneg_float, check_positive_int
 from ..kernels.curvature import block_eigenvalues
 from ..models import MultiIndexModel
 from ..quadrature import QMC_NODES
+from ..threads import with_single_threaded_blas
 from .nodes import (
     ALIGNED_OUTER_RANGE,
     ALIGNED_RANGE,
@@ -155,6 +156,7 @@ class SpikeLaw:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
+    @with_single_threaded_blas
     def from_network(
         cls,
         model,
