@@ -87,7 +87,11 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
         raise ValueError(f"k must satisfy 1 <= k <= {k_max} for method {method!r}; got {k}")
     _check_options(method, options)
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
-    blas = contextlib.nullcontext() if method in ("dense", "primme") else _single_threaded_blas()
+    # BLAS on one thread for the iterative methods (PRIMME sets its own, dense keeps all): their
+    # dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis), and OpenBLAS
+    # threads spinning after a call slow the Numba product that follows (ARPACK's final
+    # ``dseupd`` slowed the residual product; benchmarks/RESULTS.md)
+    blas = contextlib.nullcontext() if method in ("dense", "primme") else single_threaded_blas()
     with blas:
         values, vectors, norm_est, products = _SOLVERS[method](op, int(k), tol, rng, **options)
         return _verify(op, values, vectors, norm_est, tol, method, start, int(k), products)
@@ -191,16 +195,6 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
     c = out.converged
     products = None if out.products is None else out.products[:, c]
     return out.values[c], out.vectors[:, c], out.norm_estimate, products
-
-
-def _single_threaded_blas():
-    """BLAS on one thread for the iterative methods (PRIMME sets its own, dense keeps all).
-
-    Their dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis), where
-    threading costs more than it saves.  And OpenBLAS threads spin for a while after each
-    call, slowing the Numba product that follows (ARPACK's final ``dseupd`` slowed the
-    residual product); benchmarks/RESULTS.md has the measurements."""
-    return single_threaded_blas()
 
 
 def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500):
