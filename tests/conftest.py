@@ -33,3 +33,14 @@ def assert_operator_matches_dense(op, dense, rng, rtol=1e-10, n_vectors=3):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261130)
+
+
+def assert_same_theory(edges, out, edges0, out0, tol, overlap_tol):
+    """Two computations of the same edges and outliers agree: both edges and every outlier's
+    value within ``tol``, its overlap with ``Theta*`` within ``overlap_tol``, and the same
+    (nonzero) number of outliers."""
+    assert abs(edges.lo - edges0.lo) < tol and abs(edges.hi - edges0.hi) < tol
+    assert len(out) == len(out0) > 0
+    for a, b in zip(out, out0):
+        assert abs(a.value - b.value) < tol
+        assert abs(a.overlap_theta - b.overlap_theta) < overlap_tol

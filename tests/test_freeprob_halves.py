@@ -17,6 +17,8 @@ from rmt.freeprob.mp import MPSystem
 from rmt.kernels._generated.freeprob_small import MOMENTS, PIVOTS
 from rmt.kernels.freeprob_halves import min_pivot_halves, moments_halves
 
+from .conftest import assert_same_theory
+
 
 def halves_of(m, N, seed):
     rng = np.random.default_rng(seed)
@@ -96,9 +98,4 @@ def test_solver_with_halves_matches_one_pass(monkeypatch):
     edges0 = rmt.bulk_edges(law, 4.0)
     out0 = rmt.outliers(law, 4.0, "left", edges=edges0)
     mp_module._NODE_ARRAYS.clear()
-    tol = 1e-11 * (law.scale + 1.0)
-    assert abs(edges.lo - edges0.lo) < tol and abs(edges.hi - edges0.hi) < tol
-    assert len(out) == len(out0) > 0
-    for a, b in zip(out, out0):
-        assert abs(a.value - b.value) < tol
-        assert abs(a.overlap_theta - b.overlap_theta) < 1e-9
+    assert_same_theory(edges, out, edges0, out0, 1e-11 * (law.scale + 1.0), 1e-9)

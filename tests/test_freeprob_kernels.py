@@ -23,6 +23,8 @@ from rmt.kernels.freeprob import (
     spike_moments,
 )
 
+from .conftest import assert_same_theory
+
 # the generators live in tools/ (run as scripts: ``python tools/gen_*.py``)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
 import gen_freeprob_small as gen
@@ -211,12 +213,7 @@ def test_edges_and_outliers_agree_with_generic_kernels(m, monkeypatch):
         assert not MPSystem(law, delta).unrolled
         edges0 = rmt.bulk_edges(law, delta)
         out0 = rmt.outliers(law, delta, side="left", edges=edges0)
-    tol = 1e-10 * (law.scale + 1.0)
-    assert abs(edges.lo - edges0.lo) < tol and abs(edges.hi - edges0.hi) < tol
-    assert len(out) == len(out0) > 0
-    for a, b in zip(out, out0):
-        assert abs(a.value - b.value) < tol
-        assert abs(a.overlap_theta - b.overlap_theta) < 1e-8
+    assert_same_theory(edges, out, edges0, out0, 1e-10 * (law.scale + 1.0), 1e-8)
 
 
 def test_generated_module_is_up_to_date():
