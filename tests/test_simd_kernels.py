@@ -83,7 +83,7 @@ AVX2_CASES = [
 @pytest.mark.parametrize("m, b", AVX2_CASES)
 @pytest.mark.parametrize("n_chunks", [1, 3])
 def test_avx2_kernels_match_numpy(m, b, n_chunks, rng):
-    """Runs on any x86 CPU with AVX2 (an AVX-512 one too): remainders after 6, 4 and 3 rows."""
+    """Runs on any x86 CPU with AVX2 (an AVX-512 one too): remainders after 8, 5 and 3 rows."""
     X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
     assert_close(KERNELS_AVX2[b * m](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
 
@@ -136,11 +136,11 @@ def test_simd_kernels_do_not_depend_on_thread_count(rng):
 
 
 #: (n, d, panel steps): several panels per chunk, ``d`` below one block of 64 columns, at it and
-#: with a remainder; rows left after the panels and after the steps of 6 and 3 rows
+#: with a remainder; rows left after the panels and after the steps of 6 and 5 rows
 PANEL_SHAPES = [(109, 29, 2), (109, 150, 3), (203, 64, 5), (37, 301, 1), (5, 3, 4), (0, 11, 2)]
 
 
-PANEL_PATHS = [(panel_w4, 6), (panel4_c32, 3)]
+PANEL_PATHS = [(panel_w4, 6), (panel4_c32, 5)]
 
 
 def _panel_problem(m, n, d, rows, steps, rng):
@@ -163,7 +163,7 @@ def test_panel_kernels_match_numpy(kernel, rows, n, d, steps, rng):
 #: AVX-512 kernel's float32 path in CI, the others with the slow tests
 FLOAT32_PANEL = [
     pytest.param(panel_w4, 6, id="w4", marks=pytest.mark.ci),
-    pytest.param(panel4_c32, 3, id="c32"),
+    pytest.param(panel4_c32, 5, id="c32"),
 ]
 
 
@@ -203,13 +203,15 @@ def test_panels_pay_where_the_streamed_blocks_overflow_the_budget():
     assert not panels_pay(2000, 32, 6, budget)  # 1 MB streamed: fits, streaming wins
     assert panels_pay(4000, 32, 6, budget)  # 2 MB streamed, 5 steps of 6 rows per panel
     assert not panels_pay(16000, 32, 6, budget)  # a panel would be one step
-    for target, rows in (("avx512", 6), ("avx2", 3)):
-        d_big = next(d for d in range(64, 100000, 64) if panels_pay(d, 32, rows))
-        want = {"avx512": panel_w4, "avx2": panel4_c32}[target]
-        assert hvp_kernel(4, 32, target, d=d_big) is want
-        assert hvp_kernel(4, 32, target, d=64) is not want
-        assert hvp_kernel(4, 32, target) is not want  # no d: the streaming dispatch
-        assert hvp_kernel(4, 8, target, d=d_big) is not want
+    d_big = next(d for d in range(64, 100000, 64) if panels_pay(d, 32, 6))
+    assert hvp_kernel(4, 32, "avx512", d=d_big) is panel_w4
+    assert hvp_kernel(4, 32, "avx512", d=64) is not panel_w4
+    assert hvp_kernel(4, 32, "avx512") is not panel_w4  # no d: the streaming dispatch
+    assert hvp_kernel(4, 8, "avx512", d=d_big) is not panel_w4
+    for d in (None, 64, 4000, 16000):  # avx2: the panel kernel whatever d
+        assert hvp_kernel(4, 32, "avx2", d=d) is panel4_c32
+        assert hvp_kernel(8, 32, "avx2", d=d) is panel4_c32
+    assert hvp_kernel(4, 8, "avx2", d=4000) is not panel4_c32
     assert hvp_kernel(4, 32, "portable", d=4000) is SMALL[4]
     assert PANEL_BYTES > 0
 
@@ -238,7 +240,8 @@ def test_dispatch_of_every_path(target):
     """``hvp_kernel(m, columns, target)``: each path's table, whatever this CPU is."""
     for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
         m = 4 if columns % 4 == 0 else 2
-        want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2.get(columns if columns == 8 else 0)}
+        avx2 = KERNELS_AVX2[columns] if columns < 32 else panel4_c32  # 32: the panel kernel
+        want = {"avx512": KERNELS[w], "avx2": avx2}
         assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
     for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere,
         # except one vector of m = 4 on avx512: the pipelined kernel

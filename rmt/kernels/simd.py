@@ -26,9 +26,9 @@ of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
 ``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
 ``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c32``) use
-``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 24
-and 32 columns in two column groups that read the same staged rows (``G``: still one pass over
-``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
+``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 16
+and 24 columns in two and three column groups of ``5 rows x 2`` lane vectors that read the same
+staged rows (``G``: still one pass over ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
 for, so that ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` are honoured).
 
 Blocks of 32 columns on long rows have a second form, :func:`_panel_product` (``panel_w4``,
@@ -37,7 +37,10 @@ and writes all of the accumulator (``d x 32`` doubles each, 2 MB at ``d = 4000``
 so the kernel moves more bytes through the caches than it does FMAs.  The panel kernels take
 ``P`` rows at a time (a panel that fits in L2, :data:`PANEL_BYTES`) through ``d`` in blocks of
 ``TB`` columns that fit in L1, twice (dots, then updates): ``Vtt`` and the accumulator cross
-the caches once per panel.  :func:`panels_pay` picks them by ``d`` (``hvp_kernel(..., d=)``).
+the caches once per panel.  :func:`panels_pay` picks ``panel_w4`` by ``d``
+(``hvp_kernel(..., d=)``).  The ``avx2`` form, ``panel4_c32``, takes four groups of
+``2 x <4 x double>`` with 5 rows per step and a panel in L3 (:data:`PANEL_BYTES_AVX2`), and
+takes every block of 32 columns there.
 
 The pipelined form, :func:`_pipelined_sums` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
 two loops of a step: :func:`dot_axpy_rows` forms the dots of the next ``R`` rows and adds the
@@ -152,9 +155,10 @@ def resolve_target(target: str | None) -> str:
 def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     """The kernel for a block of ``columns`` columns, or ``None`` when the fused kernels win.
 
-    With ``d`` given, 32 columns go to the panel kernel of :data:`PANEL_KERNELS` where
-    :func:`panels_pay` (``d = 4000`` on a 2 MB L2: about 1.3-1.6x the streaming ``simd_w4``,
-    1.2x the unrolled kernel under AVX2).
+    With ``d`` given, 32 columns on ``avx512`` go to the panel kernel of
+    :data:`PANEL_KERNELS` where :func:`panels_pay` (``d = 4000`` on a 2 MB L2: about 1.3-1.6x
+    the streaming ``simd_w4``).  On ``avx2`` 32 columns always go to the panel kernel of
+    :data:`AVX2_PANELS` (``panel4_c32``, 1.6-1.7x the unrolled ``hvp_m4`` on a Zen 3).
 
     ``target`` defaults to :data:`SIMD_TARGET`.  ``avx512``: whole ``<8 x double>`` lane
     vectors, ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a block of 3 or 5
@@ -171,6 +175,8 @@ def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     if target == "avx512":
         return KERNELS.get(columns // LANES) if columns % LANES == 0 else None
     if target == "avx2":
+        if columns in AVX2_PANELS:
+            return AVX2_PANELS[columns]
         return KERNELS_AVX2.get(columns) if columns in AVX2_DISPATCH else None
     return None
 
@@ -662,14 +668,14 @@ PANEL_L1_BYTES = 16384
 PANEL_MAX_STEPS = 64
 
 
-def _l2_bytes() -> int:
-    """The L2 cache of one core in bytes (Linux sysfs), else 1 MiB."""
+def _cache_bytes(level: int, default: int) -> int:
+    """The cache of ``level`` seen by core 0 in bytes (Linux sysfs), else ``default``."""
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         for entry in sorted(os.listdir(base)):
             path = os.path.join(base, entry)
             with open(os.path.join(path, "level")) as f:
-                if f.read().strip() != "2":
+                if f.read().strip() != str(level):
                     continue
             with open(os.path.join(path, "size")) as f:
                 text = f.read().strip().upper()
@@ -677,13 +683,24 @@ def _l2_bytes() -> int:
             return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
-    return 1 << 20
+    return default
+
+
+def _l2_bytes() -> int:
+    """The L2 cache of one core in bytes (Linux sysfs), else 1 MiB."""
+    return _cache_bytes(2, 1 << 20)
 
 
 #: the bytes of a panel of rows (``P x d`` doubles) that :func:`_panel_product` keeps in L2
 #: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2),
 #: per thread (two SMT threads of one core would share the L2: not measured)
 PANEL_BYTES = int(0.7 * _l2_bytes())
+#: the panel of the ``avx2`` kernel (:func:`panel4_c32`): 2 MiB, at most an eighth of the L3
+#: (two threads take a quarter), at least :data:`PANEL_BYTES`.  Its second sweep reads the
+#: panel from L3 rather than L2; on a Zen 3 (512 kB L2, 32 MB L3, d = 4000, 2026-12-03) panels
+#: of 1, 2 and 4 MB ran at 78-84% of the in-run DGEMM against 76% for 350 kB (two steps of 5
+#: rows), and at d = 16000 (a row is 128 kB) 2 MB against 640 kB: 67% against 61%
+PANEL_BYTES_AVX2 = max(PANEL_BYTES, min(2 << 20, _cache_bytes(3, 16 << 20) // 8))
 
 
 @njit(cache=True, inline="always")
@@ -787,21 +804,31 @@ def simd4_c4(X, D, Vt, n_chunks):
 
 @njit(cache=True, parallel=True)
 def simd4_c8(X, D, Vt, n_chunks):
-    """8 columns, 4 rows per step: the update loop keeps ``4 x 2`` coefficient vectors and
-    ``2 x 2`` partial sums in registers (with 6 rows its 12 coefficients spilled: on a Zen 3,
-    2026-12-02, 6 rows took 57-74 ms and 4 rows 42-47 ms for a block of 2 of m = 4 at
-    ``n = 16000, d = 4000``, in three processes; 5 rows 39-52 ms)."""
-    return _product(X, D, Vt, n_chunks, 4, 2, 4, 1)[1]
+    """8 columns, 5 rows per step: the update loop keeps ``5 x 2`` coefficient vectors and
+    ``2 x 2`` partial sums in registers, 15 of 16 with the broadcast (with 6 rows its 12
+    coefficients spill).  On a Zen 3 (2026-12-03, a block of 2 of m = 4, side by side in five
+    processes) 5 rows took 0.86-0.95x the time of 4 rows (26.4-28.5 against 29.6-33.4 ms at
+    ``n = 16000, d = 4000``, ``64000 x 1000`` and ``4000 x 16000``); 6 rows 1.0-1.1x, 3 rows
+    1.2-1.3x.  (Measured in separate processes on 2026-12-02, 5 rows had looked no better:
+    39-52 against 42-47 ms; the guest's noise between processes is larger than the gain.)"""
+    return _product(X, D, Vt, n_chunks, 5, 2, 4, 1)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c16(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 3, 4, 4, 1)[1]
+    """16 columns as two groups of :func:`simd4_c8`'s ``5 x 2`` shape over the same staged
+    rows.  On a Zen 3 (2026-12-03, n = 16000, d = 4000, in turn): a block of 8 of m = 2 in
+    66 ms against 93 for ``hvp_m2`` (69% against 50% of the in-run DGEMM), a block of 4 of
+    m = 4 in 60 ms against 98 for ``hvp_m4`` and 95 for the ``3 x 4`` shape this kernel had."""
+    return _product(X, D, Vt, n_chunks, 5, 2, 4, 2)[1]
 
 
 @njit(cache=True, parallel=True)
 def simd4_c24(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 4, 3, 4, 2)[1]
+    """24 columns as three groups of the ``5 x 2`` shape.  On a Zen 3 (2026-12-03, as
+    :func:`simd4_c16`): a block of 8 of m = 3 in 100 ms against 141 for ``hvp_m3``, a block of
+    6 of m = 4 in 97 ms against 145 for ``hvp_m4`` (panels of the same shape: 95 ms, not kept)."""
+    return _product(X, D, Vt, n_chunks, 5, 2, 4, 3)[1]
 
 
 @njit(cache=True, parallel=True)
@@ -846,10 +873,11 @@ UNROLLED_FOR_FLOAT32 = (simd4_c4,)
 #: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
 #: accumulators, no spills, 1.05-1.4x the unrolled kernels; the two-loop ``simd4_c4``: on a
 #: real Zen 3 it took 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``, which won
-#: only under AVX2 codegen on an AVX-512 Xeon) and 8; streaming 32 columns
-#: measured 0.7x the unrolled ``hvp_m4`` (the panel kernel takes them where it pays), 16 and
-#: 24 are not measured
-AVX2_DISPATCH = (4, 8)
+#: only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape: 1.4-1.65x the
+#: unrolled kernels on a Zen 3, 2026-12-03); 32 columns go to the panel kernel
+#: (:data:`AVX2_PANELS`), while the streamed ``simd4_c32`` (``3 x 4``, whose update loop
+#: spills) measured 0.7x the unrolled ``hvp_m4`` and stays compiled and tested, not dispatched
+AVX2_DISPATCH = (4, 8, 16, 24)
 
 #: widths ``m`` whose single product (``hvp_m{m}_p4``) and loss-and-gradient step
 #: (``grad_m{m}_p4``) run pipelined on each path: the dot products of a step's 4 rows in the
@@ -871,17 +899,29 @@ def panel_w4(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
 
 
 @njit(cache=True, parallel=True)
-def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
-    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 3, 4, 4, 2)
+def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
+    """32 columns in four groups of ``2 x <4 x double>``, 5 rows per step: 10 accumulators for
+    the dots; 10 coefficient vectors and 4 partial sums for the updates (15 of AVX2's 16
+    registers with the broadcast, no spills).  Single-core rates in L1 (Zen 3, 2026-12-03,
+    ``d`` = 64-128): 45 and 49 GFLOP/s for the dots and the updates, against 19-21 and 15-33
+    for the ``3 x 4`` shape this kernel had before, whose 12 coefficients spilled.  The block
+    of 8 of m = 4 at n = 16000, d = 4000 ran at 78-84% of the in-run DGEMM against 45-53% for
+    the ``3 x 4`` panels and 47% for the streamed ``hvp_m4`` (benchmarks/RESULTS.md)."""
+    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
 
 
 #: rows a panel must hold for the panel kernel to pay: the block of ``Vtt`` and of the
 #: accumulator crosses the caches once per panel.  Measured at d = 4000: 18 rows (Zen 4,
-#: ``panel_w4``, 1 MB L2) 1.43x and 21 rows (Zen 4, ``panel4_c32`` under AVX2 codegen) 1.11x
-#: faster than streaming; 9 rows (Zen 3, ``panel4_c32``, 512 kB L2) 0.86x (2026-12-02)
+#: ``panel_w4``, 1 MB L2) 1.43x and 21 rows (Zen 4, the ``3 x 4`` form of ``panel4_c32``
+#: under AVX2 codegen) 1.11x faster than streaming; 9 rows (Zen 3, the same) 0.86x (2026-12-02)
 PANEL_MIN_ROWS = 16
-#: the panel kernels by number of columns: ``(kernel, rows per step)`` per SIMD path
-PANEL_KERNELS = {"avx512": {32: (panel_w4, 6)}, "avx2": {32: (panel4_c32, 3)}}
+#: the panel kernels that :func:`panels_pay` decides by ``d``: ``(kernel, rows per step)``
+PANEL_KERNELS = {"avx512": {32: (panel_w4, 6)}}
+#: the ``avx2`` panel kernels by number of columns, taken whatever ``d``: they beat the
+#: unrolled kernel by their micro-kernel, not only by the blocking (Zen 3, 2026-12-03,
+#: block of 8 of m = 4: ``panel4_c32`` 45% of DGEMM at d = 250, 80% at d = 1000 and 4000,
+#: 61-70% at d = 16000, against 36-49% for ``hvp_m4`` in the same runs)
+AVX2_PANELS = {32: panel4_c32}
 
 
 def panels_pay(d: int, columns: int, rows: int, panel_bytes: int = PANEL_BYTES) -> bool:
