@@ -873,8 +873,9 @@ UNROLLED_FOR_FLOAT32 = (simd4_c4,)
 #: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
 #: accumulators, no spills, 1.05-1.4x the unrolled kernels; the two-loop ``simd4_c4``: on a
 #: real Zen 3 it took 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``, which won
-#: only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape: 1.4-1.65x the
-#: unrolled kernels on a Zen 3, 2026-12-03); 32 columns go to the panel kernel
+#: only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
+#: on 2026-12-03: 1.4-1.65x the unrolled kernels side by side in probes, 1.06-1.17x in the
+#: benchmark's runs, once 0.91x for 16 columns of m = 2); 32 columns go to the panel kernel
 #: (:data:`AVX2_PANELS`), while the streamed ``simd4_c32`` (``3 x 4``, whose update loop
 #: spills) measured 0.7x the unrolled ``hvp_m4`` and stays compiled and tested, not dispatched
 AVX2_DISPATCH = (4, 8, 16, 24)
