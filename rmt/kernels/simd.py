@@ -27,9 +27,10 @@ The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) u
 ``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
 ``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 16
-and 24 columns in two and three column groups of ``5 rows x 2`` lane vectors that read the same
-staged rows (``G``: still one pass over ``X``).  :func:`simd_target` picks the path (``RMT_SIMD``, else the features Numba compiles
-for, so that ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` are honoured).
+and 24 columns in two and three column groups of ``5 rows x 2`` lane vectors that read the
+same staged rows (``G``: still one pass over ``X``).  :func:`simd_target` picks the path
+(``RMT_SIMD``, else the features Numba compiles for, so that
+``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` are honoured).
 
 Blocks of 32 columns on long rows have a second form, :func:`_panel_product` (``panel_w4``,
 ``panel4_c32``): streaming whole rows, every step of ``R`` rows reads all of ``Vtt`` and reads
@@ -158,7 +159,8 @@ def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     With ``d`` given, 32 columns on ``avx512`` go to the panel kernel of
     :data:`PANEL_KERNELS` where :func:`panels_pay` (``d = 4000`` on a 2 MB L2: about 1.3-1.6x
     the streaming ``simd_w4``).  On ``avx2`` 32 columns always go to the panel kernel of
-    :data:`AVX2_PANELS` (``panel4_c32``, 1.6-1.7x the unrolled ``hvp_m4`` on a Zen 3).
+    :data:`AVX2_PANELS` (``panel4_c32``: 1.26-1.83x faster than the unrolled ``hvp_m4`` on a
+    Zen 3, in seven runs).
 
     ``target`` defaults to :data:`SIMD_TARGET`.  ``avx512``: whole ``<8 x double>`` lane
     vectors, ``columns = 8 W`` with ``W <= 4``.  Padding does not pay (a block of 3 or 5
@@ -906,8 +908,9 @@ def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
     registers with the broadcast, no spills).  Single-core rates in L1 (Zen 3, 2026-12-03,
     ``d`` = 64-128): 45 and 49 GFLOP/s for the dots and the updates, against 19-21 and 15-33
     for the ``3 x 4`` shape this kernel had before, whose 12 coefficients spilled.  The block
-    of 8 of m = 4 at n = 16000, d = 4000 ran at 78-84% of the in-run DGEMM against 45-53% for
-    the ``3 x 4`` panels and 47% for the streamed ``hvp_m4`` (benchmarks/RESULTS.md)."""
+    of 8 of m = 4 at n = 16000, d = 4000 ran at 78-88% of the in-run DGEMM against 45-53% for
+    the ``3 x 4`` panels and 47-49% for the streamed ``hvp_m4`` when the guest was in its fast
+    state, and at 63-67% against 45-51% in its slow state (benchmarks/RESULTS.md, "Zen 3")."""
     return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
 
 
