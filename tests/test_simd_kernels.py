@@ -216,6 +216,19 @@ def test_panels_pay_where_the_streamed_blocks_overflow_the_budget():
     assert PANEL_BYTES > 0
 
 
+def test_avx2_panel_budget():
+    """2 MiB while the panels of all threads fit in half of the L3, less where they do not,
+    never less than the L2 panel."""
+    from rmt.kernels.simd import PANEL_BYTES_AVX2, avx2_panel_bytes
+
+    mib = 1 << 20
+    assert avx2_panel_bytes(358_400, 32 * mib, 2) == 2 * mib  # this Zen 3: 8 MiB a thread
+    assert avx2_panel_bytes(358_400, 16 * mib, 16) == 512 * 1024  # 16 threads share 16 MiB
+    assert avx2_panel_bytes(734_003, 8 * mib, 32) == 734_003  # never below the L2 panel
+    assert avx2_panel_bytes(358_400, 32 * mib, 0) == 2 * mib  # a thread count of 0 counts as 1
+    assert PANEL_BYTES <= PANEL_BYTES_AVX2 <= max(PANEL_BYTES, 2 * mib)
+
+
 def test_dispatch_by_block_columns():
     """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD; others keep their kernels."""
     if not WIDE_VECTORS:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import os
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
@@ -697,12 +698,26 @@ def _l2_bytes() -> int:
 #: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2),
 #: per thread (two SMT threads of one core would share the L2: not measured)
 PANEL_BYTES = int(0.7 * _l2_bytes())
-#: the panel of the ``avx2`` kernel (:func:`panel4_c32`): 2 MiB, at most an eighth of the L3
-#: (two threads take a quarter), at least :data:`PANEL_BYTES`.  Its second sweep reads the
-#: panel from L3 rather than L2; on a Zen 3 (512 kB L2, 32 MB L3, d = 4000, 2026-12-03) panels
-#: of 1, 2 and 4 MB ran at 78-84% of the in-run DGEMM against 76% for 350 kB (two steps of 5
-#: rows), and at d = 16000 (a row is 128 kB) 2 MB against 640 kB: 67% against 61%
-PANEL_BYTES_AVX2 = max(PANEL_BYTES, min(2 << 20, _cache_bytes(3, 16 << 20) // 8))
+#: the largest panel of the ``avx2`` kernel (:func:`panel4_c32`)
+PANEL_MAX_BYTES_AVX2 = 2 << 20
+
+
+def avx2_panel_bytes(l2_panel: int, l3: int, threads: int) -> int:
+    """The panel of the ``avx2`` kernel (:func:`panel4_c32`): ``PANEL_MAX_BYTES_AVX2`` (2 MiB)
+    where the panels of all ``threads`` fit in half of the L3 (``l3`` bytes), less where they
+    do not, and never less than the L2 panel ``l2_panel`` (:data:`PANEL_BYTES`).  Its second
+    sweep reads the panel from L3 rather than L2; on a Zen 3 (512 kB L2, 32 MB L3, d = 4000,
+    2026-12-03) panels of 1, 2 and 4 MB ran at 78-84% of the in-run DGEMM against 76% for
+    350 kB (two steps of 5 rows), and at d = 16000 (a row is 128 kB) 2 MB against 640 kB: 67%
+    against 61%."""
+    share = l3 // (2 * max(1, threads))
+    return max(l2_panel, min(PANEL_MAX_BYTES_AVX2, share))
+
+
+#: the panel of :func:`panel4_c32` on this machine, for Numba's largest thread count
+PANEL_BYTES_AVX2 = avx2_panel_bytes(
+    PANEL_BYTES, _cache_bytes(3, 16 << 20), numba.config.NUMBA_NUM_THREADS
+)
 
 
 @njit(cache=True, inline="always")
