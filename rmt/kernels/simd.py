@@ -689,15 +689,10 @@ def _cache_bytes(level: int, default: int) -> int:
     return default
 
 
-def _l2_bytes() -> int:
-    """The L2 cache of one core in bytes (Linux sysfs), else 1 MiB."""
-    return _cache_bytes(2, 1 << 20)
-
-
 #: the bytes of a panel of rows (``P x d`` doubles) that :func:`_panel_product` keeps in L2
 #: between its two sweeps: 0.7 of this core's L2 (``P = 42`` rows at ``d = 4000`` on a 2 MB L2),
 #: per thread (two SMT threads of one core would share the L2: not measured)
-PANEL_BYTES = int(0.7 * _l2_bytes())
+PANEL_BYTES = int(0.7 * _cache_bytes(2, 1 << 20))  # the L2 of one core, else 1 MiB
 #: the largest panel of the ``avx2`` kernel (:func:`panel4_c32`)
 PANEL_MAX_BYTES_AVX2 = 2 << 20
 
