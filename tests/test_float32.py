@@ -33,7 +33,7 @@ PATHS += [(PIPELINED[m].__name__, PIPELINED[m], m, 1) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
 PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
 PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # compiled, not dispatched
-PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8, 32)]
+PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8)]  # 32: panel4_c32 below
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 

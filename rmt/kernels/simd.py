@@ -25,7 +25,7 @@ of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
 ``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
-``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c32``) use
+``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c24``, ``panel4_c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 16
 and 24 columns in two and three column groups of ``5 rows x 2`` lane vectors that read the
 same staged rows (``G``: still one pass over ``X``).  :func:`simd_target` picks the path
@@ -160,7 +160,7 @@ def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     With ``d`` given, 32 columns on ``avx512`` go to the panel kernel of
     :data:`PANEL_KERNELS` where :func:`panels_pay` (``d = 4000`` on a 2 MB L2: about 1.3-1.6x
     the streaming ``simd_w4``).  On ``avx2`` 32 columns always go to the panel kernel of
-    :data:`AVX2_PANELS` (``panel4_c32``: 1.26-1.83x faster than the unrolled ``hvp_m4`` on a
+    :data:`KERNELS_AVX2` (``panel4_c32``: 1.26-1.83x faster than the unrolled ``hvp_m4`` on a
     Zen 3, in seven runs).
 
     ``target`` defaults to :data:`SIMD_TARGET`.  ``avx512``: whole ``<8 x double>`` lane
@@ -178,8 +178,6 @@ def simd_kernel(columns: int, target: str | None = None, d: int | None = None):
     if target == "avx512":
         return KERNELS.get(columns // LANES) if columns % LANES == 0 else None
     if target == "avx2":
-        if columns in AVX2_PANELS:
-            return AVX2_PANELS[columns]
         return KERNELS_AVX2.get(columns) if columns in AVX2_DISPATCH else None
     return None
 
@@ -844,8 +842,16 @@ def simd4_c24(X, D, Vt, n_chunks):
 
 
 @njit(cache=True, parallel=True)
-def simd4_c32(X, D, Vt, n_chunks):
-    return _product(X, D, Vt, n_chunks, 3, 4, 4, 2)[1]
+def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
+    """32 columns in four groups of ``2 x <4 x double>``, 5 rows per step: 10 accumulators for
+    the dots; 10 coefficient vectors and 4 partial sums for the updates (15 of AVX2's 16
+    registers with the broadcast, no spills).  Single-core rates in L1 (Zen 3, 2026-12-03,
+    ``d`` = 64-128): 45 and 49 GFLOP/s for the dots and the updates, against 19-21 and 15-33
+    for the ``3 x 4`` shape this kernel had before, whose 12 coefficients spilled.  The block
+    of 8 of m = 4 at n = 16000, d = 4000 ran at 78-88% of the in-run DGEMM against 45-53% for
+    the ``3 x 4`` panels and 47-49% for the streamed ``hvp_m4`` when the guest was in its fast
+    state, and at 63-67% against 45-52% in its slow state (benchmarks/RESULTS.md, "Zen 3")."""
+    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
 
 
 #: the ``<4 x double>`` kernels (AVX2) by number of columns
@@ -869,7 +875,7 @@ def grad4_c4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
     return _product(X, rule, Wt, n_chunks, 8, 1, 4, 1)
 
 
-KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: simd4_c32}
+KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: panel4_c32}
 
 #: the two-loop kernel that takes a pipelined one's place for float32 ``X``: a step of the
 #: pipelined kernel widens its rows into a scratch before it reads them, so the stream no
@@ -887,10 +893,12 @@ UNROLLED_FOR_FLOAT32 = (simd4_c4,)
 #: real Zen 3 it took 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``, which won
 #: only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
 #: on 2026-12-03: 1.4-1.65x the unrolled kernels side by side in probes, 1.06-1.17x in the
-#: benchmark's runs, once 0.91x for 16 columns of m = 2); 32 columns go to the panel kernel
-#: (:data:`AVX2_PANELS`), while the streamed ``simd4_c32`` (``3 x 4``, whose update loop
-#: spills) measured 0.7x the unrolled ``hvp_m4`` and stays compiled and tested, not dispatched
-AVX2_DISPATCH = (4, 8, 16, 24)
+#: benchmark's runs, once 0.91x for 16 columns of m = 2) and 32, whatever ``d``: the panel
+#: kernel ``panel4_c32`` beats the unrolled kernel by its micro-kernel, not only by the
+#: blocking (Zen 3, 2026-12-03, block of 8 of m = 4: 45% of DGEMM at d = 250, 80% at d = 1000
+#: and 4000, 61-70% at d = 16000, against 36-49% for ``hvp_m4`` in the same runs; the streamed
+#: ``3 x 4`` kernel ``simd4_c32`` it replaced measured 0.7x ``hvp_m4``)
+AVX2_DISPATCH = (4, 8, 16, 24, 32)
 
 #: widths ``m`` whose single product (``hvp_m{m}_p4``) and loss-and-gradient step
 #: (``grad_m{m}_p4``) run pipelined on each path: the dot products of a step's 4 rows in the
@@ -911,31 +919,14 @@ def panel_w4(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES):
     return _panel_product(X, D, Vt, n_chunks, panel_bytes, 6, 4, 8, 1)
 
 
-@njit(cache=True, parallel=True)
-def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
-    """32 columns in four groups of ``2 x <4 x double>``, 5 rows per step: 10 accumulators for
-    the dots; 10 coefficient vectors and 4 partial sums for the updates (15 of AVX2's 16
-    registers with the broadcast, no spills).  Single-core rates in L1 (Zen 3, 2026-12-03,
-    ``d`` = 64-128): 45 and 49 GFLOP/s for the dots and the updates, against 19-21 and 15-33
-    for the ``3 x 4`` shape this kernel had before, whose 12 coefficients spilled.  The block
-    of 8 of m = 4 at n = 16000, d = 4000 ran at 78-88% of the in-run DGEMM against 45-53% for
-    the ``3 x 4`` panels and 47-49% for the streamed ``hvp_m4`` when the guest was in its fast
-    state, and at 63-67% against 45-52% in its slow state (benchmarks/RESULTS.md, "Zen 3")."""
-    return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
-
-
 #: rows a panel must hold for the panel kernel to pay: the block of ``Vtt`` and of the
 #: accumulator crosses the caches once per panel.  Measured at d = 4000: 18 rows (Zen 4,
 #: ``panel_w4``, 1 MB L2) 1.43x and 21 rows (Zen 4, the ``3 x 4`` form of ``panel4_c32``
 #: under AVX2 codegen) 1.11x faster than streaming; 9 rows (Zen 3, the same) 0.86x (2026-12-02)
 PANEL_MIN_ROWS = 16
 #: the panel kernels that :func:`panels_pay` decides by ``d``: ``(kernel, rows per step)``
+#: (on ``avx2`` the panel kernel ``panel4_c32`` takes every block of 32 columns)
 PANEL_KERNELS = {"avx512": {32: (panel_w4, 6)}}
-#: the ``avx2`` panel kernels by number of columns, taken whatever ``d``: they beat the
-#: unrolled kernel by their micro-kernel, not only by the blocking (Zen 3, 2026-12-03,
-#: block of 8 of m = 4: ``panel4_c32`` 45% of DGEMM at d = 250, 80% at d = 1000 and 4000,
-#: 61-70% at d = 16000, against 36-49% for ``hvp_m4`` in the same runs)
-AVX2_PANELS = {32: panel4_c32}
 
 
 def panels_pay(d: int, columns: int, rows: int, panel_bytes: int = PANEL_BYTES) -> bool:
