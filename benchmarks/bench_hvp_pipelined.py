@@ -14,7 +14,7 @@ named): one pass over ``X`` (``_kernels.stream_pass``), ``hvp_m4``, a dots-only 
 (the floor of the two-phase form) and ``pipe{R}`` for the ``--rows`` given, each as a ratio to
 the pass and ``pipe{R}`` to ``hvp_m4``; the largest difference of each product from ``hvp_m4``
 (relative to its largest entry) is checked first; where the dispatch picks another kernel for
-this vector (``hvp_m4_p4`` on AVX-512, ``simd4_c4`` on AVX2), it is timed too ("dispatch").
+this vector (``hvp_m4_p4`` on AVX-512, ``pair4_c4`` on AVX2), it is timed too ("dispatch").
 The prototypes compile without cache (their source is generated here); compile time is printed
 apart.
 

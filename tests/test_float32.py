@@ -2,8 +2,8 @@
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
 pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
-``simd_w1_pipe``, the 4-lane ``simd4_c4`` and the panel kernels), in ``Hessian``, ``StreamingHessian`` and
-``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
+``simd_w1_pipe``, the pair kernel ``pair4_c4``, the 4-lane ``simd4_c4`` and the panel
+kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
 float64 accuracy, against the numpy reference product and dense ``eigh``; its extreme
 eigenvalues must be within ``1e-6 ||H||`` of the float64 operator on the same draw; the float32
 draw is the float64 draw rounded; and no float32 arithmetic appears in the compiled kernels.
@@ -21,7 +21,7 @@ from rmt.kernels._generated.hvp_small import PIPELINED
 from rmt.kernels.hessian import hvp_fused, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
 from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
-from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd_w1
+from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd4_c4, simd_w1
 from rmt.streaming import StreamingHessian, read_rows
 
 from .test_hvp_kernels import assert_close, numpy_product
@@ -34,6 +34,7 @@ PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)
 PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
 PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # compiled, not dispatched
 PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8)]  # 32: panel4_c32 below
+PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # compiled, not dispatched
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 
@@ -51,7 +52,7 @@ def _skip_simd_without_wide_vectors(name):
 #: the paths a solver on m = 4 runs (single product, the block of 2 of block Lanczos on either
 #: CPU kind) run in CI; each float32 specialisation compiles for 20-40 s on a fresh clone, so
 #: the others are `slow` (make test-all)
-CI_PATHS = {"hvp_m4_p4", "simd4_c4", "simd_w1_pipe", "simd4_c8"}
+CI_PATHS = {"hvp_m4_p4", "pair4_c4", "simd_w1_pipe", "simd4_c8"}
 PATH_PARAMS = [
     pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
 ]

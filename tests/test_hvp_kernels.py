@@ -16,7 +16,7 @@ import pytest
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
-from rmt.kernels.simd import PIPELINED_WIDTHS, simd4_c4
+from rmt.kernels.simd import PIPELINED_WIDTHS, pair4_c4
 
 # the generators live in tools/ (run as scripts: ``python tools/gen_*.py``)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
@@ -90,8 +90,8 @@ def test_kernels_few_rows(m, rng):
 def test_dispatch_uses_unrolled_kernels_for_small_m():
     for m in (1, 2, 3, 4):
         for target in ("avx512", "avx2", "portable"):
-            if (m, target) == (4, "avx2"):  # 4 columns: the 4-lane kernel of simd.py
-                assert hvp_kernel(m, target=target) is simd4_c4
+            if (m, target) == (4, "avx2"):  # 4 columns: the pair kernel of simd.py
+                assert hvp_kernel(m, target=target) is pair4_c4
             elif m in PIPELINED_WIDTHS[target]:  # one vector: the pipelined kernel
                 assert hvp_kernel(m, target=target) is PIPELINED[m]
                 assert hvp_kernel(m, 3 * m, target=target) is KERNELS[m]  # a block: unrolled

@@ -21,7 +21,9 @@ from rmt.kernels.simd import (
     KERNELS_AVX2,
     PANEL_BYTES,
     PIPELINED_WIDTHS,
+    STRIDED_FORM,
     WIDE_VECTORS,
+    pair4_c4,
     panel4_c32,
     panel_w4,
     panels_pay,
@@ -133,6 +135,46 @@ def test_simd_kernels_do_not_depend_on_thread_count(rng):
     finally:
         numba.set_num_threads(threads)
     np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 8, 29, 64])
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+def test_pair_kernel_matches_numpy(m, d, rng):
+    """``pair4_c4`` (two entries of ``d`` a lane pair): even and odd ``d`` (the last column of
+    an odd one by scalar code; ``d = 1``: no pair at all), 1-4 columns, remainders after the
+    steps of 4 rows, 1 and 3 chunks, against the 4-lane ``simd4_c4`` too."""
+    b = max(1, 4 // m)
+    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=d)
+    ref = numpy_product(X, D, Vt)
+    for n_chunks in (1, 3):
+        got = pair4_c4(X, D, Vt, n_chunks)
+        assert_close(got, ref)
+        assert_close(got, simd4_c4(X, D, Vt, n_chunks))
+
+
+def test_pair_kernel_rejects_what_it_cannot_read(rng):
+    """Rows whose entries are not adjacent, or more than 4 columns: a one-line error, and the
+    dispatch hands a strided ``X`` to the 4-lane form, which reads any strides."""
+    X, D, Vt = random_problem(4, 1, rng, n=20, d=10)
+    with pytest.raises(ValueError, match="contiguous entries"):
+        pair4_c4(np.asfortranarray(X), D, Vt, 2)
+    with pytest.raises(ValueError, match="at most 4 columns"):
+        X2, D2, Vt2 = random_problem(4, 2, rng, n=20, d=10)
+        pair4_c4(X2, D2, Vt2, 2)
+    assert STRIDED_FORM[pair4_c4] is simd4_c4
+    assert hvp_kernel(4, 4, "avx2", contiguous_rows=False) is simd4_c4
+    assert hvp_kernel(4, 8, "avx2", contiguous_rows=False) is KERNELS_AVX2[8]
+
+
+def test_pair_kernel_does_not_depend_on_thread_count(rng):
+    X, D, Vt = random_problem(2, 2, rng, n=N_ROWS, d=29)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = pair4_c4(X, D, Vt, 8)
+    finally:
+        numba.set_num_threads(threads)
+    np.testing.assert_array_equal(pair4_c4(X, D, Vt, 8), one)
 
 
 #: (n, d, panel steps): several panels per chunk, ``d`` below one block of 64 columns, at it and
@@ -315,7 +357,7 @@ def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
     assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
     assert hvp_kernel(4, 8, "avx512") is simd_w1_pipe
     assert hvp_kernel(4, 8, "avx512", dtype=np.float32) is simd_w1
-    assert hvp_kernel(4, 4, "avx2") is simd4_c4
+    assert hvp_kernel(4, 4, "avx2") is pair4_c4
     assert hvp_kernel(4, 4, "avx2", dtype=np.float32) is SMALL[4]
     assert hvp_kernel(2, 4, "avx2", dtype=np.float32) is SMALL[2]
     assert hvp_kernel(4, 8, "avx2", dtype=np.float32) is KERNELS_AVX2[8]  # not pipelined: kept

@@ -22,6 +22,7 @@ from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from .curvature import curvature_rows
 from .simd import (
     PIPELINED_WIDTHS,
+    STRIDED_FORM,
     TWO_LOOP_FOR_FLOAT32,
     UNROLLED_FOR_FLOAT32,
     resolve_target,
@@ -232,6 +233,7 @@ def hvp_kernel(
     target: str | None = None,
     d: int | None = None,
     dtype=np.float64,
+    contiguous_rows: bool = True,
 ):
     """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
 
@@ -248,7 +250,9 @@ def hvp_kernel(
     explicit-SIMD kernels give way to their two-loop forms (``TWO_LOOP_FOR_FLOAT32``), since
     each of their steps widens its rows into a scratch first, and the pipelined block of 2
     measured 1.1x ``simd_w1`` there; the kernels of ``UNROLLED_FOR_FLOAT32`` give way to the
-    unrolled ones, which read the float32 rows directly.  Every kernel has the signature and result of
+    unrolled ones, which read the float32 rows directly.  Without ``contiguous_rows`` (the
+    entries of a row of ``X`` not adjacent in memory) the pair kernels, which load two entries
+    at once, give way to ``STRIDED_FORM``.  Every kernel has the signature and result of
     :func:`hvp_fused`.
     """
     target = resolve_target(target)
@@ -257,6 +261,8 @@ def hvp_kernel(
     if simd is not None and np.dtype(dtype) == np.float32:  # the widened rows do not pipeline
         simd = TWO_LOOP_FOR_FLOAT32.get(simd, simd)
         simd = None if simd in UNROLLED_FOR_FLOAT32 else simd
+    if not contiguous_rows:
+        simd = STRIDED_FORM.get(simd, simd)
     if simd is not None:
         return simd
     if columns == m and int(m) in PIPELINED_WIDTHS[target]:
@@ -266,7 +272,11 @@ def hvp_kernel(
 
 def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
     """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
-    return hvp_kernel(D.shape[1], Vt.shape[0], d=X.shape[1], dtype=X.dtype)(X, D, Vt, n_chunks)
+    contiguous = X.strides[1] == X.itemsize
+    kernel = hvp_kernel(
+        D.shape[1], Vt.shape[0], d=X.shape[1], dtype=X.dtype, contiguous_rows=contiguous
+    )
+    return kernel(X, D, Vt, n_chunks)
 
 
 ROW_CHUNKS = 8

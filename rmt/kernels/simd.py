@@ -25,7 +25,7 @@ of ``X``; on machines without AVX-512 LLVM splits each ``<8 x double>`` in two.
 
 The lanes ``L`` are a compile-time parameter too: ``KERNELS`` (``simd_w1..4``) use
 ``<8 x double>`` for AVX-512's 32 registers (8 columns by the pipelined ``simd_w1_pipe``);
-``KERNELS_AVX2`` (``simd4_c4``, ``simd4_c8..c24``, ``panel4_c32``) use
+``KERNELS_AVX2`` (``pair4_c4``, ``simd4_c8..c24``, ``panel4_c32``) use
 ``<4 x double>`` with ``R W <= 12`` accumulators for AVX2's 16 registers, the blocks of 16
 and 24 columns in two and three column groups of ``5 rows x 2`` lane vectors that read the
 same staged rows (``G``: still one pass over ``X``).  :func:`simd_target` picks the path
@@ -42,6 +42,11 @@ the caches once per panel.  :func:`panels_pay` picks ``panel_w4`` by ``d``
 (``hvp_kernel(..., d=)``).  The ``avx2`` form, ``panel4_c32``, takes four groups of
 ``2 x <4 x double>`` with 5 rows per step and a panel in L3 (:data:`PANEL_BYTES_AVX2`), and
 takes every block of 32 columns there.
+
+Blocks of at most 4 columns on ``avx2`` go to the pair form, :func:`_pair_product`
+(``pair4_c4``): one ``<4 x double>`` holds two columns at two consecutive entries of ``d``,
+so a 128-bit broadcast of ``(x_t, x_{t+1})`` feeds two FMAs where the 4-lane layout of
+``simd4_c4`` spends a broadcast on each (:func:`dot_rows_pairs`, :func:`axpy_rows_pairs`).
 
 The pipelined form, :func:`_pipelined_sums` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
 two loops of a step: :func:`dot_axpy_rows` forms the dots of the next ``R`` rows and adds the
@@ -268,41 +273,59 @@ def _close(builder, t, d, body, done):
     builder.position_at_end(done)
 
 
-def _row_prefetch(builder, row0, xst, t, nr):
-    """Emit, for step ``t``, prefetches of rows ``q = p (t mod 8) + j`` (``j < p = ceil(nr/8)``)
-    at column ``t + 8 PREFETCH_LINES``: every row gets its line ``PREFETCH_LINES`` ahead once per
-    8 steps.  Past the last row or column they touch the next rows (prefetches never fault)."""
+def _row_prefetch(builder, row0, xst, t, nr, k=1):
+    """Emit, for step ``t`` (``k`` columns a step), prefetches of rows ``q = p (t mod S) + j``
+    (``S = 8 / k`` steps a cache line, ``j < p = ceil(nr/S)``) at column ``k t + 8
+    PREFETCH_LINES``: every row gets its line ``PREFETCH_LINES`` ahead once per ``S`` steps.
+    Past the last row or column they touch the next rows (prefetches never fault)."""
     pfty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
     prefetch = cgutils.get_or_insert_function(builder.module, pfty, "llvm.prefetch.p0i8")
-    per = -(-nr // LINE)
-    first = builder.mul(builder.and_(t, _I64(LINE - 1)), _I64(per))
-    column = builder.mul(builder.add(t, _I64(LINE * PREFETCH_LINES)), xst[1])
+    steps = LINE // k
+    per = -(-nr // steps)
+    first = builder.mul(builder.and_(t, _I64(steps - 1)), _I64(per))
+    ahead = builder.add(builder.mul(t, _I64(k)), _I64(LINE * PREFETCH_LINES))
+    column = builder.mul(ahead, xst[1])
     for j in range(per):
         row = builder.mul(builder.add(first, _I64(j)), xst[0])
         addr = _at(builder, row0, builder.add(row, column))
         builder.call(prefetch, [addr, _I32(0), _I32(3), _I32(1)])
 
 
-def _prologue(context, builder, signature, args, nr, lanes):
-    """Strides of ``X``, ``A`` and ``B`` (data, strides), ``d``, the ``fma``
-    intrinsic for ``lanes`` and the byte addresses of rows ``i .. i+nr-1``."""
+def _prologue(context, builder, signature, args, nr, lanes, count=None):
+    """Strides of ``X``, ``A`` and ``B`` (data, strides), the trip count of the loop (``d``,
+    the columns of ``X``; with ``count = 2`` or ``3`` the rows of ``A`` or ``B``: the pairs of
+    the pair kernels), the ``fma`` intrinsic for ``lanes`` and the byte addresses of rows
+    ``i .. i+nr-1``."""
     xd, xsh, xst = _unpack(context, builder, signature.args[0], args[0])
-    ad, _, ast = _unpack(context, builder, signature.args[2], args[2])
-    bd, _, bst = _unpack(context, builder, signature.args[3], args[3])
+    ad, ash, ast = _unpack(context, builder, signature.args[2], args[2])
+    bd, bsh, bst = _unpack(context, builder, signature.args[3], args[3])
     rows = _row_pointers(builder, xd, xst[0], args[1], nr)
-    return xst, (ad, ast), (bd, bst), xsh[1], _fma(builder, lanes), rows
+    trips = {None: xsh[1], 2: ash[0], 3: bsh[0]}[count]
+    return xst, (ad, ast), (bd, bst), trips, _fma(builder, lanes), rows
 
 
-def _dot_codegen(nr, nw, nl, accumulate, updates=False):
+def _x_entries(builder, row, off, nl, pair):
+    """The lane vector of one step's ``X`` entries at byte ``off`` of ``row``: one entry in
+    every lane (a 64-bit broadcast), or with ``pair`` the two consecutive entries ``(x_t,
+    x_{t+1})`` repeated across the lanes (one 128-bit broadcast, ``vbroadcastf128``)."""
+    if not pair:
+        return _splat(builder, _load(builder, _at(builder, row, off), _F64), nl)
+    two = _load(builder, _at(builder, row, off), _vec(2))
+    mask = ir.Constant(ir.VectorType(_I32, nl), [q % 2 for q in range(nl)])
+    return builder.shuffle_vector(two, ir.Constant(_vec(2), ir.Undefined), mask)
+
+
+def _dot_codegen(nr, nw, nl, accumulate, updates=False, pair=False):
     """Code of ``U[q, :LW] (+)= sum_t X[i+q, t] * Vtt[t, :LW]`` with row prefetches: from zero
     (:func:`dot_rows`) or from the current ``U`` (:func:`dot_rows_acc`); with ``updates``, the
     loop also adds ``sum_q Y[j+q, t] Rr[q, :LW]`` to ``acc[t, :LW]`` (:func:`dot_axpy_rows`,
-    arguments 4-7: ``Y, j, Rr, acc``)."""
+    arguments 4-7: ``Y, j, Rr, acc``).  With ``pair`` the loop runs over the rows of ``Vtt``,
+    each the pair of columns ``2t, 2t+1`` (:func:`dot_rows_pairs`)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
         xst, (vd, vst), (ud, ust), d, fma, rows = _prologue(
-            context, builder, signature, args, nr, nl
+            context, builder, signature, args, nr, nl, 2 if pair else None
         )
 
         def slot(base, stride, q, w):  # the address of row q's w-th lane vector
@@ -326,13 +349,13 @@ def _dot_codegen(nr, nw, nl, accumulate, updates=False):
         for q in range(nr):
             for w in range(nw):
                 accs[q][w].add_incoming(start[q][w], pre)
-        _row_prefetch(builder, rows[0], xst, t, nr)
+        _row_prefetch(builder, rows[0], xst, t, nr, 2 if pair else 1)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
         v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
-        toff = builder.mul(t, xst[1])
+        toff = builder.mul(t, builder.mul(xst[1], _I64(2)) if pair else xst[1])
         new = []
         for q in range(nr):
-            s = _splat(builder, _load(builder, _at(builder, rows[q], toff), _F64), nl)
+            s = _x_entries(builder, rows[q], toff, nl, pair)
             new.append([builder.call(fma, [s, v[w], accs[q][w]]) for w in range(nw)])
         if updates:
             _axpy_step(builder, fma, acc, t, olds, builder.mul(t, yst[1]), coef, nw, nl)
@@ -368,14 +391,15 @@ def dot_rows_acc(typingctx, X, i, Vtt, U, R, W, L):
     return _typed(X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=True))
 
 
-def _axpy_step(builder, fma, acc, t, rows, off, coef, nw, nl):
-    """Emit ``acc[t, :LW] += sum_q rows[q][off] * coef[q]``: the body of one column of the
-    update loop, two partial sums per lane vector (shorter dependency chains)."""
+def _axpy_step(builder, fma, acc, t, rows, off, coef, nw, nl, pair=False):
+    """Emit ``acc[t, :LW] += sum_q rows[q][off] * coef[q]``: the body of one column (with
+    ``pair``, of two: :func:`_x_entries`) of the update loop, two partial sums per lane vector
+    (shorter dependency chains)."""
     vty = _vec(nl)
     arow = _at(builder, acc[0], builder.mul(t, acc[1][0]))
     part = [[_load(builder, _at(builder, arow, _I64(8 * nl * w)), vty), None] for w in range(nw)]
     for q in range(len(rows)):
-        s = _splat(builder, _load(builder, _at(builder, rows[q], off), _F64), nl)
+        s = _x_entries(builder, rows[q], off, nl, pair)
         for w in range(nw):
             h = q % 2
             if part[w][h] is None:
@@ -387,13 +411,14 @@ def _axpy_step(builder, fma, acc, t, rows, off, coef, nw, nl):
         _store(builder, total, _at(builder, arow, _I64(8 * nl * w)))
 
 
-def _axpy_codegen(nr, nw, nl):
-    """Code of ``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` (:func:`axpy_rows`)."""
+def _axpy_codegen(nr, nw, nl, pair=False):
+    """Code of ``acc[t, :LW] += sum_q X[i+q, t] * Rr[q, :LW]`` (:func:`axpy_rows`; with
+    ``pair``, over the rows of ``acc``, each two columns of ``X``: :func:`axpy_rows_pairs`)."""
     vty = _vec(nl)
 
     def codegen(context, builder, signature, args):
         xst, (rd, rst), (ad, ast), d, fma, rows = _prologue(
-            context, builder, signature, args, nr, nl
+            context, builder, signature, args, nr, nl, 3 if pair else None
         )
         coef = [
             [_load(builder, _at(builder, rd, builder.add(builder.mul(_I64(q), rst[0]),
@@ -402,7 +427,8 @@ def _axpy_codegen(nr, nw, nl):
             for q in range(nr)
         ]  # fmt: skip
         t, _, body, done = _loop(builder, d, "axpy")
-        _axpy_step(builder, fma, (ad, ast), t, rows, builder.mul(t, xst[1]), coef, nw, nl)
+        off = builder.mul(t, builder.mul(xst[1], _I64(2)) if pair else xst[1])
+        _axpy_step(builder, fma, (ad, ast), t, rows, off, coef, nw, nl, pair)
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
 
@@ -427,6 +453,31 @@ def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
         return None
     sig = types.void(X, i, Vtt, U, Y, j, Rr, acc, R, W, L)
     return sig, _dot_codegen(R.literal_value, W.literal_value, L.literal_value, False, True)
+
+
+def _typed_pairs(X, i, A, B, R, W, L, codegen_for):
+    """:func:`_typed` for the pair kernels, which read two entries of a row at once: the
+    entries of a row of ``X`` must be contiguous (``X.strides[1] == 8``; the drivers check)."""
+    return _typed(X, i, A, B, R, W, L, codegen_for)
+
+
+@intrinsic
+def dot_rows_pairs(typingctx, X, i, Vtt, U, R, W, L):
+    """:func:`dot_rows` on pairs of columns: ``U[q, :LW] = sum_t (x_{2t}, x_{2t+1}, x_{2t},
+    ...) * Vtt[t, :LW]`` over the rows ``t`` of ``Vtt``, ``x = X[i+q]`` read two entries at a
+    time (one 128-bit broadcast feeds ``W`` FMAs).  The caller keeps ``2 Vtt.shape[0] <=
+    X.shape[1]`` and lays ``Vtt`` out as :func:`_pair_block`."""
+    return _typed_pairs(
+        X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=False, pair=True)
+    )
+
+
+@intrinsic
+def axpy_rows_pairs(typingctx, X, i, Rr, acc, R, W, L):
+    """:func:`axpy_rows` on pairs of columns: ``acc[t, :LW] += sum_q (x_{2t}, x_{2t+1}, ...) *
+    Rr[q, :LW]`` over the rows ``t`` of ``acc``, ``x = X[i+q]``; with ``Rr[q]`` holding each
+    coefficient twice, ``acc[t, 2c + p]`` gathers column ``c`` at entry ``2t + p``."""
+    return _typed_pairs(X, i, Rr, acc, R, W, L, functools.partial(_axpy_codegen, pair=True))
 
 
 #: rows of ``d`` per task when the block is transposed in and the chunks are summed out
@@ -662,6 +713,133 @@ def _pipelined_sums(X, rule, Vt, n_chunks, R, W, L=LANES):
     return _chunk_total(losses), _sum_chunks(partial, C)
 
 
+@njit(cache=True, inline="always")
+def _pair_block(Vt, d2, Cp):
+    """``Vtt`` of the pair kernels (``d2 x Cp``, 64-byte aligned): ``Vtt[t, 2c + p] = Vt[c,
+    2t + p]`` for ``p = 0, 1``, zero in the padding columns ``c >= Vt.shape[0]``."""
+    C = Vt.shape[0]
+    Vtt = _empty64(d2 * Cp).reshape((d2, Cp))
+    blocks = (d2 + REDUCE_ROWS - 1) // REDUCE_ROWS
+    for blk in prange(blocks):
+        for t in range(blk * REDUCE_ROWS, min(d2, (blk + 1) * REDUCE_ROWS)):
+            for c in range(Cp // 2):
+                for p in range(2):
+                    Vtt[t, 2 * c + p] = Vt[c, 2 * t + p] if c < C else 0.0
+    return Vtt
+
+
+@njit(cache=True, inline="always")
+def _sum_pairs(partial, tails, C, d):
+    """``out[c, 2t + p] = sum_ch partial[ch, t, 2c + p]`` and, for odd ``d``, ``out[c, d-1] =
+    sum_ch tails[ch, c]`` (``C x d``): the chunks summed in a fixed order."""
+    n_chunks, d2 = partial.shape[0], partial.shape[1]
+    out = np.empty((C, d))
+    blocks = (d2 + REDUCE_ROWS - 1) // REDUCE_ROWS
+    for blk in prange(blocks):
+        for t in range(blk * REDUCE_ROWS, min(d2, (blk + 1) * REDUCE_ROWS)):
+            for c in range(C):
+                for p in range(2):
+                    s = 0.0
+                    for ch in range(n_chunks):
+                        s += partial[ch, t, 2 * c + p]
+                    out[c, 2 * t + p] = s
+    if d % 2 == 1:
+        for c in range(C):
+            s = 0.0
+            for ch in range(n_chunks):
+                s += tails[ch, c]
+            out[c, d - 1] = s
+    return out
+
+
+@njit(cache=True, inline="always")
+def _pair_step(X, rule, i, nr, Xs, Vtt, Vt, U, Rr, Uc, Rc, acc, tail, C, R):
+    """One step of ``nr`` rows of :func:`_pair_product` (``R`` literal): the dots on pairs of
+    columns, the coefficients (:func:`_pair_coefficients`), then the updates; returns the
+    rows' losses."""
+    Y, j = _staged_rows(X, i, nr, Xs)
+    dot_rows_pairs(Y, j, Vtt, U, R, 2, 4)
+    total = _pair_coefficients(rule, Y, j, i, nr, Vt, U, Rr, Uc, Rc, C)
+    axpy_rows_pairs(Y, j, Rr, acc, R, 2, 4)
+    _pair_tail(Y, j, nr, Rc, C, tail)
+    return total
+
+
+@njit(cache=True, inline="always")
+def _pair_coefficients(rule, Y, j, i, nr, Vt, U, Rr, Uc, Rc, C):
+    """The coefficients of rows ``i .. i+nr-1`` (staged as rows ``j ..`` of ``Y``) from their
+    pair dots ``U`` (the two halves summed, plus the last column of an odd ``d``), by
+    :func:`_coefficients` into ``Rc``, each written twice into ``Rr``; returns the losses."""
+    d = Y.shape[1]
+    last = d - 1
+    odd = d % 2 == 1
+    for q in range(nr):
+        for c in range(C):
+            s = U[q, 2 * c] + U[q, 2 * c + 1]
+            if odd:
+                s += Y[j + q, last] * Vt[c, last]
+            Uc[q, c] = s
+    total = _coefficients(rule, Uc, i, nr, C, Rc)
+    for q in range(nr):
+        for c in range(C):
+            Rr[q, 2 * c] = Rc[q, c]
+            Rr[q, 2 * c + 1] = Rc[q, c]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _pair_tail(Y, j, nr, Rc, C, tail):
+    """``tail[c] += sum_q Rc[q, c] Y[j+q, d-1]``: the updates of the last column of an odd
+    ``d``, which no pair covers."""
+    d = Y.shape[1]
+    if d % 2 == 1:
+        for q in range(nr):
+            for c in range(C):
+                tail[c] += Rc[q, c] * Y[j + q, d - 1]
+
+
+@njit(cache=True, inline="always")
+def _pair_product(X, rule, Vt, n_chunks, R):
+    """``(sum of the row losses, sum_i x_i r_i^T)`` as :func:`_product` for ``C <= 4`` columns,
+    with the dots and updates on pairs of columns of ``d``: the lanes of a ``<4 x double>``
+    hold two columns of the block at two consecutive entries of ``d`` (``Vtt[t] = (v_0[2t],
+    v_0[2t+1], v_1[2t], v_1[2t+1])``, two lane vectors for four columns), so that one 128-bit
+    broadcast of ``(x_{2t}, x_{2t+1})`` feeds two FMAs.  :func:`_product`'s 4-column shape
+    broadcasts one entry per FMA (``8 x 1``: 33-35 GFLOP/s a core in L1 on a Zen 3, against
+    38-46 for ``4 x 2`` pairs, RESULTS.md); here the micro-kernels are ``R x 2``.  An odd
+    ``d`` leaves its last column to scalar code.  Chunks and the order of every sum are fixed
+    (independent of the number of threads).  The entries of a row of ``X`` must be contiguous
+    (float64, or float32 widened into a scratch per step)."""
+    n, d = X.shape
+    if X.strides[1] != X.itemsize:
+        raise ValueError("the pair kernels need rows of X with contiguous entries")
+    C = Vt.shape[0]
+    if C > 4:
+        raise ValueError("the pair kernels take at most 4 columns")
+    Cp = 8
+    d2 = d // 2
+    Vtt = _pair_block(Vt, d2, Cp)
+    partial = _empty64(n_chunks * d2 * Cp).reshape((n_chunks, d2, Cp))
+    tails = np.zeros((n_chunks, 4))
+    chunk = (n + n_chunks - 1) // n_chunks
+    losses = np.zeros(n_chunks)
+    for ch in prange(n_chunks):
+        lo, hi, acc, U, Rr, Xs = _chunk_scratch(X, partial, ch, chunk, R, Cp)
+        Uc = np.zeros((R, 4))
+        Rc = np.zeros((R, 4))
+        tail = tails[ch]
+        total = 0.0
+        i = lo
+        while i + R <= hi:
+            total += _pair_step(X, rule, i, R, Xs, Vtt, Vt, U, Rr, Uc, Rc, acc, tail, C, R)
+            i += R
+        while i < hi:
+            total += _pair_step(X, rule, i, 1, Xs, Vtt, Vt, U, Rr, Uc, Rc, acc, tail, C, 1)
+            i += 1
+        losses[ch] = total
+    return _chunk_total(losses), _sum_pairs(partial, tails, C, d)
+
+
 #: bytes of the column block of ``Vtt`` (and of the accumulator) a panel step keeps in L1:
 #: ``TB = PANEL_L1_BYTES / (8 C)`` columns of ``d`` (64 for 32 columns; fits every L1 >= 32 kB)
 PANEL_L1_BYTES = 16384
@@ -854,6 +1032,18 @@ def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
     return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
 
 
+@njit(cache=True, parallel=True)
+def pair4_c4(X, D, Vt, n_chunks):
+    """At most 4 columns on pairs of columns of ``d`` (:func:`_pair_product`), 4 rows per
+    step: ``4 x 2`` lane vectors, 8 accumulators for the dots; 8 coefficient vectors and 4
+    partial sums for the updates.  On a Zen 3 (2026-12-03, side by side with
+    :func:`simd4_c4` in 8 processes): 0.81-0.93x its time with ``X`` in L3 (2000-4000 rows of
+    d = 1000, m = 4 and m = 2), 0.91-1.10x streamed from memory (16000 x 4000, 64000 x 1000),
+    where a product costs about a pass plus its update loop whatever the micro-kernel.  (5
+    rows: the same streamed, and its dot loop spills with two row prefetches a step.)"""
+    return _pair_product(X, D, Vt, n_chunks, 4)[1]
+
+
 #: the ``<4 x double>`` kernels (AVX2) by number of columns
 @njit(cache=True, parallel=True)
 def simd4_c4_pipe(X, D, Vt, n_chunks):
@@ -875,7 +1065,7 @@ def grad4_c4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
     return _product(X, rule, Wt, n_chunks, 8, 1, 4, 1)
 
 
-KERNELS_AVX2 = {4: simd4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: panel4_c32}
+KERNELS_AVX2 = {4: pair4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: panel4_c32}
 
 #: the two-loop kernel that takes a pipelined one's place for float32 ``X``: a step of the
 #: pipelined kernel widens its rows into a scratch before it reads them, so the stream no
@@ -884,14 +1074,18 @@ TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
 #: the explicit-SIMD kernels that give way to the unrolled kernels (which read float32 rows
 #: directly) for float32 ``X``: on a Zen 3 (2026-12-02, one vector of m = 4, n = 16000,
 #: d = 4000) ``hvp_m4`` took 28.9 ms on float32 rows against 36.9 for ``simd4_c4``, whose steps
-#: widen their rows into a scratch first (float64 rows: 32.8 ms)
-UNROLLED_FOR_FLOAT32 = (simd4_c4,)
+#: widen their rows into a scratch first (float64 rows: 32.8 ms); ``pair4_c4`` widens the same way
+UNROLLED_FOR_FLOAT32 = (simd4_c4, pair4_c4)
+#: the kernel that takes a pair kernel's place when the entries of a row of ``X`` are not
+#: contiguous (a strided or Fortran-ordered ``X``): the 4-lane form reads any strides
+STRIDED_FORM = {pair4_c4: simd4_c4}
 #: the column counts :func:`simd_kernel` hands to them on ``avx2``: those measured faster
 #: than the unrolled kernel under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"):
-#: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: 8 rows of 4-lane
-#: accumulators, no spills, 1.05-1.4x the unrolled kernels; the two-loop ``simd4_c4``: on a
-#: real Zen 3 it took 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``, which won
-#: only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
+#: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: ``pair4_c4``, pairs of
+#: columns of ``d`` in ``4 x 2`` lane vectors, 0.81-1.10x the time of the 8-row ``simd4_c4``
+#: on a Zen 3 on 2026-12-03; ``simd4_c4`` itself took 1.05-1.4x less than the unrolled
+#: kernels, and on a real Zen 3 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``,
+#: which won only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
 #: on 2026-12-03: 1.4-1.65x the unrolled kernels side by side in probes, 1.06-1.17x in the
 #: benchmark's runs, once 0.91x for 16 columns of m = 2) and 32, whatever ``d``: the panel
 #: kernel ``panel4_c32`` beats the unrolled kernel by its micro-kernel, not only by the
