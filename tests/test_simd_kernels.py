@@ -124,10 +124,10 @@ def test_simd_kernels_any_layout_of_x(layout, rng):
         assert_close(KERNELS[b // 2](X, D, Vt, 3), ref)
 
 
-def test_simd_kernels_do_not_depend_on_thread_count(rng):
+@pytest.mark.parametrize("kernel, m, b", [(KERNELS[1], 4, 2), (pair4_c4, 2, 2)], ids=["w1", "pair"])
+def test_simd_kernels_do_not_depend_on_thread_count(kernel, m, b, rng):
     """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
-    X, D, Vt = random_problem(4, 2, rng, n=N_ROWS, d=29)
-    kernel = KERNELS[1]
+    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -164,17 +164,6 @@ def test_pair_kernel_rejects_what_it_cannot_read(rng):
     assert STRIDED_FORM[pair4_c4] is simd4_c4
     assert hvp_kernel(4, 4, "avx2", contiguous_rows=False) is simd4_c4
     assert hvp_kernel(4, 8, "avx2", contiguous_rows=False) is KERNELS_AVX2[8]
-
-
-def test_pair_kernel_does_not_depend_on_thread_count(rng):
-    X, D, Vt = random_problem(2, 2, rng, n=N_ROWS, d=29)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = pair4_c4(X, D, Vt, 8)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(pair4_c4(X, D, Vt, 8), one)
 
 
 #: (n, d, panel steps): several panels per chunk, ``d`` below one block of 64 columns, at it and

@@ -731,22 +731,18 @@ def _pair_block(Vt, d2, Cp):
 @njit(cache=True, inline="always")
 def _sum_pairs(partial, tails, C, d):
     """``out[c, 2t + p] = sum_ch partial[ch, t, 2c + p]`` and, for odd ``d``, ``out[c, d-1] =
-    sum_ch tails[ch, c]`` (``C x d``): the chunks summed in a fixed order."""
-    n_chunks, d2 = partial.shape[0], partial.shape[1]
+    sum_ch tails[ch, c]`` (``C x d``): the chunks summed in a fixed order (:func:`_sum_chunks`
+    on the ``2 C`` half-columns, then interleaved)."""
+    halves = _sum_chunks(partial, 2 * C)
     out = np.empty((C, d))
-    blocks = (d2 + REDUCE_ROWS - 1) // REDUCE_ROWS
-    for blk in prange(blocks):
-        for t in range(blk * REDUCE_ROWS, min(d2, (blk + 1) * REDUCE_ROWS)):
-            for c in range(C):
-                for p in range(2):
-                    s = 0.0
-                    for ch in range(n_chunks):
-                        s += partial[ch, t, 2 * c + p]
-                    out[c, 2 * t + p] = s
+    for c in range(C):
+        for t in range(partial.shape[1]):
+            out[c, 2 * t] = halves[2 * c, t]
+            out[c, 2 * t + 1] = halves[2 * c + 1, t]
     if d % 2 == 1:
         for c in range(C):
             s = 0.0
-            for ch in range(n_chunks):
+            for ch in range(tails.shape[0]):
                 s += tails[ch, c]
             out[c, d - 1] = s
     return out
