@@ -455,19 +455,14 @@ def dot_axpy_rows(typingctx, X, i, Vtt, U, Y, j, Rr, acc, R, W, L):
     return sig, _dot_codegen(R.literal_value, W.literal_value, L.literal_value, False, True)
 
 
-def _typed_pairs(X, i, A, B, R, W, L, codegen_for):
-    """:func:`_typed` for the pair kernels, which read two entries of a row at once: the
-    entries of a row of ``X`` must be contiguous (``X.strides[1] == 8``; the drivers check)."""
-    return _typed(X, i, A, B, R, W, L, codegen_for)
-
-
 @intrinsic
 def dot_rows_pairs(typingctx, X, i, Vtt, U, R, W, L):
     """:func:`dot_rows` on pairs of columns: ``U[q, :LW] = sum_t (x_{2t}, x_{2t+1}, x_{2t},
     ...) * Vtt[t, :LW]`` over the rows ``t`` of ``Vtt``, ``x = X[i+q]`` read two entries at a
     time (one 128-bit broadcast feeds ``W`` FMAs).  The caller keeps ``2 Vtt.shape[0] <=
-    X.shape[1]`` and lays ``Vtt`` out as :func:`_pair_block`."""
-    return _typed_pairs(
+    X.shape[1]``, the entries of a row of ``X`` contiguous (``X.strides[1] == 8``), and lays
+    ``Vtt`` out as :func:`_pair_block`."""
+    return _typed(
         X, i, Vtt, U, R, W, L, functools.partial(_dot_codegen, accumulate=False, pair=True)
     )
 
@@ -476,8 +471,9 @@ def dot_rows_pairs(typingctx, X, i, Vtt, U, R, W, L):
 def axpy_rows_pairs(typingctx, X, i, Rr, acc, R, W, L):
     """:func:`axpy_rows` on pairs of columns: ``acc[t, :LW] += sum_q (x_{2t}, x_{2t+1}, ...) *
     Rr[q, :LW]`` over the rows ``t`` of ``acc``, ``x = X[i+q]``; with ``Rr[q]`` holding each
-    coefficient twice, ``acc[t, 2c + p]`` gathers column ``c`` at entry ``2t + p``."""
-    return _typed_pairs(X, i, Rr, acc, R, W, L, functools.partial(_axpy_codegen, pair=True))
+    coefficient twice, ``acc[t, 2c + p]`` gathers column ``c`` at entry ``2t + p``.  The
+    caller keeps the entries of a row of ``X`` contiguous, as for :func:`dot_rows_pairs`."""
+    return _typed(X, i, Rr, acc, R, W, L, functools.partial(_axpy_codegen, pair=True))
 
 
 #: rows of ``d`` per task when the block is transposed in and the chunks are summed out
@@ -802,7 +798,8 @@ def _pair_product(X, rule, Vt, n_chunks, R):
     v_0[2t+1], v_1[2t], v_1[2t+1])``, two lane vectors for four columns), so that one 128-bit
     broadcast of ``(x_{2t}, x_{2t+1})`` feeds two FMAs.  :func:`_product`'s 4-column shape
     broadcasts one entry per FMA (``8 x 1``: 33-35 GFLOP/s a core in L1 on a Zen 3, against
-    38-46 for ``4 x 2`` pairs, RESULTS.md); here the micro-kernels are ``R x 2``.  An odd
+    38-40 for the dots and 32-41 for the updates of ``4 x 2`` pairs, RESULTS.md); here the
+    micro-kernels are ``R x 2``.  An odd
     ``d`` leaves its last column to scalar code.  Chunks and the order of every sum are fixed
     (independent of the number of threads).  The entries of a row of ``X`` must be contiguous
     (float64, or float32 widened into a scratch per step)."""
@@ -1033,7 +1030,7 @@ def pair4_c4(X, D, Vt, n_chunks):
     """At most 4 columns on pairs of columns of ``d`` (:func:`_pair_product`), 4 rows per
     step: ``4 x 2`` lane vectors, 8 accumulators for the dots; 8 coefficient vectors and 4
     partial sums for the updates.  On a Zen 3 (2026-12-03, side by side with
-    :func:`simd4_c4` in 8 processes): 0.81-0.93x its time with ``X`` in L3 (2000-4000 rows of
+    :func:`simd4_c4` in 23 processes): 0.81-0.93x its time with ``X`` in L3 (2000-4000 rows of
     d = 1000, m = 4 and m = 2), 0.91-1.10x streamed from memory (16000 x 4000, 64000 x 1000),
     where a product costs about a pass plus its update loop whatever the micro-kernel.  (5
     rows: the same streamed, and its dot loop spills with two row prefetches a step.)"""
