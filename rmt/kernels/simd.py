@@ -1067,7 +1067,8 @@ TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
 #: the explicit-SIMD kernels that give way to the unrolled kernels (which read float32 rows
 #: directly) for float32 ``X``: on a Zen 3 (2026-12-02, one vector of m = 4, n = 16000,
 #: d = 4000) ``hvp_m4`` took 28.9 ms on float32 rows against 36.9 for ``simd4_c4``, whose steps
-#: widen their rows into a scratch first (float64 rows: 32.8 ms); ``pair4_c4`` widens the same way
+#: widen their rows into a scratch first (float64 rows: 32.8 ms); ``pair4_c4`` widens the same
+#: way (2026-12-03: 28.9 and 31.3 ms on float32 rows against 24.8 and 27.9 for ``hvp_m4``)
 UNROLLED_FOR_FLOAT32 = (simd4_c4, pair4_c4)
 #: the kernel that takes a pair kernel's place when the entries of a row of ``X`` are not
 #: contiguous (a strided or Fortran-ordered ``X``): the 4-lane form reads any strides
