@@ -133,6 +133,19 @@ def test_pair_kernel_rejects_strided_rows(rng):
         pair4_c4(np.asfortranarray(X), D, Vt, 2)
 
 
+@pytest.mark.slow
+def test_strided_x_takes_the_4_lane_form_on_avx2(monkeypatch, rng):
+    """``fused_product`` on the ``avx2`` path with a Fortran-ordered ``X`` (rows whose entries
+    are not adjacent): the 4-lane kernel reads it through its strides, against numpy (a
+    compile of its own for that layout, hence slow)."""
+    import rmt.kernels.simd as simd
+    from rmt.kernels.hessian import fused_product
+
+    monkeypatch.setattr(simd, "SIMD_TARGET", "avx2")
+    X, D, Vt = random_problem(4, 1, rng, n=N_ROWS, d=29)
+    assert_close(fused_product(np.asfortranarray(X), D, Vt, 3), numpy_product(X, D, Vt))
+
+
 @pytest.mark.parametrize("kernel, m, b", [(KERNELS[1], 4, 2), (pair4_c4, 2, 2)], ids=["w1", "pair"])
 def test_simd_kernels_do_not_depend_on_thread_count(kernel, m, b, rng):
     """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
