@@ -3,10 +3,11 @@
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
 pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
 ``simd_w1_pipe``, the pair kernel ``pair4_c4``, the 4-lane ``simd4_c4`` and the panel
-kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64 operator of the rounded ``X`` (``X32.astype(float64)``) to
-float64 accuracy, against the numpy reference product and dense ``eigh``; its extreme
-eigenvalues must be within ``1e-6 ||H||`` of the float64 operator on the same draw; the float32
-draw is the float64 draw rounded; and no float32 arithmetic appears in the compiled kernels.
+kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64
+operator of the rounded ``X`` (``X32.astype(float64)``) to float64 accuracy, against the numpy
+reference product and dense ``eigh``; its extreme eigenvalues must be within ``1e-6 ||H||`` of
+the float64 operator on the same draw; the float32 draw is the float64 draw rounded; and no
+float32 arithmetic appears in the compiled kernels.
 """
 
 import re

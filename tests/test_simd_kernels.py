@@ -305,7 +305,7 @@ def test_dispatch_of_every_path(target):
         m = 4 if columns % 4 == 0 else 2
         want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2[columns]}  # 32: the panel kernel
         assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
-    for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere,
+    for m in (1, 2, 4):  # 4 columns: the pair kernel on avx2, the unrolled ones elsewhere,
         # except one vector of m = 4 on avx512: the pipelined kernel
         want = KERNELS_AVX2[4] if target == "avx2" else SMALL[m]
         if (m, target) == (4, "avx512"):
@@ -357,8 +357,8 @@ def test_no_simd_dispatch_on_the_portable_path(monkeypatch):
 
 def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
     """For float32 ``X`` the dispatch swaps each pipelined explicit-SIMD kernel for its
-    two-loop form (``TWO_LOOP_FOR_FLOAT32``), the 4-lane ``simd4_c4`` for the unrolled kernel
-    (``UNROLLED_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
+    two-loop form (``TWO_LOOP_FOR_FLOAT32``), the pair kernel ``pair4_c4`` for the unrolled
+    kernel (``UNROLLED_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
     from rmt.kernels.hessian import fused_product
     from rmt.kernels.simd import TWO_LOOP_FOR_FLOAT32
 

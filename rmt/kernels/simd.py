@@ -304,6 +304,11 @@ def _prologue(context, builder, signature, args, nr, lanes, count=None):
     return xst, (ad, ast), (bd, bst), trips, _fma(builder, lanes), rows
 
 
+def _step_offset(builder, t, stride, pair):
+    """Byte offset in a row of ``X`` of loop step ``t``: column ``t``, or ``2t`` with ``pair``."""
+    return builder.mul(t, builder.mul(stride, _I64(2)) if pair else stride)
+
+
 def _x_entries(builder, row, off, nl, pair):
     """The lane vector of one step's ``X`` entries at byte ``off`` of ``row``: one entry in
     every lane (a 64-bit broadcast), or with ``pair`` the two consecutive entries ``(x_t,
@@ -352,7 +357,7 @@ def _dot_codegen(nr, nw, nl, accumulate, updates=False, pair=False):
         _row_prefetch(builder, rows[0], xst, t, nr, 2 if pair else 1)
         vrow = _at(builder, vd, builder.mul(t, vst[0]))
         v = [_load(builder, _at(builder, vrow, _I64(8 * nl * w)), vty) for w in range(nw)]
-        toff = builder.mul(t, builder.mul(xst[1], _I64(2)) if pair else xst[1])
+        toff = _step_offset(builder, t, xst[1], pair)
         new = []
         for q in range(nr):
             s = _x_entries(builder, rows[q], toff, nl, pair)
@@ -427,7 +432,7 @@ def _axpy_codegen(nr, nw, nl, pair=False):
             for q in range(nr)
         ]  # fmt: skip
         t, _, body, done = _loop(builder, d, "axpy")
-        off = builder.mul(t, builder.mul(xst[1], _I64(2)) if pair else xst[1])
+        off = _step_offset(builder, t, xst[1], pair)
         _axpy_step(builder, fma, (ad, ast), t, rows, off, coef, nw, nl, pair)
         _close(builder, t, d, body, done)
         return context.get_dummy_value()
