@@ -19,7 +19,7 @@ import pytest
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels._generated.hvp_small import PIPELINED
-from rmt.kernels.hessian import hvp_fused, preactivations
+from rmt.kernels.hessian import hvp_fused, hvp_kernel, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
 from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
 from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd4_c4, simd_w1
@@ -33,9 +33,9 @@ PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
 PATHS += [(PIPELINED[m].__name__, PIPELINED[m], m, 1) for m in (1, 2, 3, 4)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
 PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
-PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # compiled, not dispatched
+PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # avx512, float32 blocks of 2
 PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8)]  # 32: panel4_c32 below
-PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # compiled, not dispatched
+PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # avx2, strided X
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 
@@ -50,10 +50,11 @@ def _skip_simd_without_wide_vectors(name):
         pytest.skip(f"no AVX-512 on this CPU: {name} is not dispatched here (float64 tests run it)")
 
 
-#: the paths a solver on m = 4 runs (single product, the block of 2 of block Lanczos on either
-#: CPU kind) run in CI; each float32 specialisation compiles for 20-40 s on a fresh clone, so
-#: the others are `slow` (make test-all)
-CI_PATHS = {"hvp_m4_p4", "pair4_c4", "simd_w1_pipe", "simd4_c8"}
+#: the paths a solver on m = 4 takes for float32 rows on this CPU (the single product and the
+#: block of 2 of block Lanczos, as ``hvp_kernel`` dispatches them: ``hvp_m4`` and ``simd4_c8``
+#: on avx2, ``hvp_m4_p4`` and ``simd_w1`` on avx512) run in CI; each float32 specialisation
+#: compiles for 15-90 s on a fresh clone, so the others are `slow` (make test-all)
+CI_PATHS = {hvp_kernel(4, c, dtype=np.float32, d=29).__name__ for c in (4, 8)}
 PATH_PARAMS = [
     pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
 ]

@@ -7,6 +7,10 @@ depend on the number of threads; and the dispatch sends exactly the blocks of 8,
 32 columns to these kernels on CPUs with AVX-512 (none elsewhere).  The panel kernels (blocks
 of 32 columns on rows of ``d`` that overflow L2) with small panel budgets, so that every shape
 has several panels, blocks of ``d`` with a remainder and rows left over after the panels.
+
+On a CPU without AVX-512 the tests of the ``<8 x double>`` kernels (LLVM splits each vector in
+two there) are ``slow``: ``make test-all`` runs them, the CI suite tests the kernels this CPU
+dispatches.  Every path runs in CI on a CPU that dispatches it.
 """
 
 import numba
@@ -21,6 +25,7 @@ from rmt.kernels.simd import (
     KERNELS_AVX2,
     PANEL_BYTES,
     PIPELINED_WIDTHS,
+    SIMD_TARGET,
     STRIDED_FORM,
     WIDE_VECTORS,
     pair4_c4,
@@ -28,7 +33,6 @@ from rmt.kernels.simd import (
     panel_w4,
     panels_pay,
     simd4_c4,
-    simd4_c4_pipe,
     simd_kernel,
     simd_target,
     simd_w1,
@@ -40,8 +44,19 @@ from .test_hvp_kernels import assert_close, numpy_product, random_problem
 #: (m, b) with b*m = 8, 16, 24, 32: one case per kernel and width
 CASES = [(1, 8), (2, 4), (4, 2), (8, 1), (4, 4), (2, 8), (3, 8), (6, 4), (4, 8), (8, 4)]
 N_ROWS = 16 * 6 + 13  # 109: remainders after 16, 8 and 6 rows per step
+#: the marks of a test of the AVX-512 kernels: ``slow`` where this CPU does not dispatch them
+#: (a compile of 10-15 s each on a fresh clone for a path the CPU never takes)
+AVX512_MARKS = () if WIDE_VECTORS else (pytest.mark.slow,)
 
 
+def avx512_only(test):
+    """``test`` with :data:`AVX512_MARKS`."""
+    for mark in AVX512_MARKS:
+        test = mark(test)
+    return test
+
+
+@avx512_only
 @pytest.mark.parametrize("m, b", CASES)
 @pytest.mark.parametrize("n_chunks", [1, 3, 8])
 def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
@@ -49,21 +64,28 @@ def test_simd_kernels_match_numpy(m, b, n_chunks, rng):
     assert_close(KERNELS[b * m // 8](X, D, Vt, n_chunks), numpy_product(X, D, Vt))
 
 
-@pytest.mark.parametrize("kernel, columns", [(simd_w1, 8), (simd4_c4, 4)])
+@avx512_only
 @pytest.mark.parametrize("n", [1, 5, 11, 12, 13, 24, N_ROWS])
-def test_two_loop_and_pipelined_kernels_match_numpy(kernel, columns, n, rng):
-    """The two-loop kernels that the pipelined ones replaced in the dispatch (compiled, kept as
-    the reference form) and the pipelined ones, for row counts around one and two steps of the
-    pipeline (12 and 4 rows) and every split of the columns into vectors."""
-    pipelined = {8: simd_w1_pipe, 4: simd4_c4_pipe}[columns]
+def test_two_loop_and_pipelined_kernels_match_numpy(n, rng):
+    """The two-loop ``simd_w1`` (float32 rows take it) and the pipelined ``simd_w1_pipe``, for
+    row counts around one and two steps of the pipeline (12 rows) and every split of the 8
+    columns into vectors."""
     for m in (1, 2, 4, 8):
-        if columns % m:
-            continue
-        X, D, Vt = random_problem(m, columns // m, rng, n=n, d=29)
+        X, D, Vt = random_problem(m, 8 // m, rng, n=n, d=29)
         ref = numpy_product(X, D, Vt)
-        for k in (kernel, pipelined):
+        for k in (simd_w1, simd_w1_pipe):
             for n_chunks in (1, 3):
                 assert_close(k(X, D, Vt, n_chunks), ref)
+
+
+@pytest.mark.parametrize("n", [1, 5, 7, 8, 9, 24, N_ROWS])
+def test_4_lane_kernel_matches_numpy(n, rng):
+    """``simd4_c4`` (the 4 columns in one ``<4 x double>``, 8 rows per step; strided ``X``
+    takes it on avx2) for row counts around one step, every split of the columns."""
+    for m in (1, 2, 4):
+        X, D, Vt = random_problem(m, 4 // m, rng, n=n, d=29)
+        for n_chunks in (1, 3):
+            assert_close(simd4_c4(X, D, Vt, n_chunks), numpy_product(X, D, Vt))
 
 
 #: the ``<4 x double>`` (AVX2) kernels: every column count, with one or two column groups
@@ -92,13 +114,17 @@ def test_avx2_kernels_match_numpy(m, b, n_chunks, rng):
 
 @pytest.mark.parametrize("n, d", [(1, 3), (5, 1), (40, 7), (33, 64)])
 def test_avx2_kernels_small_shapes_and_float32(n, d, rng):
+    """Float64 rows through the avx2 kernels, float32 rows through the kernels avx2
+    dispatches for them (``hvp_m4`` for 4 columns: ``UNROLLED_FOR_FLOAT32``)."""
     for cols in (4, 8, 32):
         X, D, Vt = random_problem(4, cols // 4, rng, n=n, d=d)
         assert_close(KERNELS_AVX2[cols](X, D, Vt, 4), numpy_product(X, D, Vt))
         X32 = X.astype(np.float32)
-        assert_close(KERNELS_AVX2[cols](X32, D, Vt, 4), numpy_product(X32.astype(float), D, Vt))
+        kernel = hvp_kernel(4, cols, "avx2", d=d, dtype=np.float32)
+        assert_close(kernel(X32, D, Vt, 4), numpy_product(X32.astype(float), D, Vt))
 
 
+@avx512_only
 @pytest.mark.parametrize("n, d", [(1, 3), (2, 8), (5, 1), (40, 7), (33, 64)])
 def test_simd_kernels_small_shapes(n, d, rng):
     """Fewer rows than chunks or than one step, ``d`` below, at and above one lane vector."""
@@ -107,21 +133,30 @@ def test_simd_kernels_small_shapes(n, d, rng):
         assert_close(KERNELS[b * m // 8](X, D, Vt, 4), numpy_product(X, D, Vt))
 
 
-def test_simd_kernels_no_rows(rng):
+@pytest.mark.parametrize("target", [pytest.param("avx512", marks=AVX512_MARKS), "avx2"])
+def test_simd_kernels_no_rows(target, rng):
     X, D, Vt = random_problem(4, 2, rng, n=0, d=11)
-    out = KERNELS[1](X, D, Vt, 8)
+    out = hvp_kernel(4, 8, target)(X, D, Vt, 8)
     assert out.shape == Vt.shape and not out.any()
 
 
-@pytest.mark.parametrize("layout", ["strided", "fortran"])
+#: Fortran order is a specialisation (and a compile) of its own: with the slow tests
+LAYOUTS = ["strided", pytest.param("fortran", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_simd_kernels_any_layout_of_x(layout, rng):
-    """The kernels read ``X`` through its strides (the prefetch walk only assumes rows)."""
+    """The explicit-SIMD kernels this CPU dispatches for a strided ``X`` (blocks of 2 and 4
+    vectors of m = 4) read it through its strides (the prefetch walk only assumes rows)."""
     X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
     X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
-    for b in (2, 4):
+    kernels = [hvp_kernel(4, 4 * b, contiguous_rows=False) for b in (2, 4)]
+    if SIMD_TARGET == "portable":
+        pytest.skip("the portable path dispatches no explicit-SIMD kernel")
+    for b, kernel in zip((2, 4), kernels):
         Vt = rng.standard_normal((4 * b, X.shape[1]))
         ref = numpy_product(np.ascontiguousarray(X), D, Vt)
-        assert_close(KERNELS[b // 2](X, D, Vt, 3), ref)
+        assert_close(kernel(X, D, Vt, 3), ref)
 
 
 @pytest.mark.slow
@@ -146,7 +181,13 @@ def test_strided_x_takes_the_4_lane_form_on_avx2(monkeypatch, rng):
     assert_close(fused_product(np.asfortranarray(X), D, Vt, 3), numpy_product(X, D, Vt))
 
 
-@pytest.mark.parametrize("kernel, m, b", [(KERNELS[1], 4, 2), (pair4_c4, 2, 2)], ids=["w1", "pair"])
+THREAD_KERNELS = [
+    pytest.param(KERNELS[1], 4, 2, id="w1", marks=AVX512_MARKS),
+    pytest.param(pair4_c4, 2, 2, id="pair"),
+]
+
+
+@pytest.mark.parametrize("kernel, m, b", THREAD_KERNELS)
 def test_simd_kernels_do_not_depend_on_thread_count(kernel, m, b, rng):
     """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
     X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
@@ -190,7 +231,10 @@ def test_pair_kernel_rejects_more_than_four_columns(rng):
 PANEL_SHAPES = [(109, 29, 2), (109, 150, 3), (203, 64, 5), (37, 301, 1), (5, 3, 4), (0, 11, 2)]
 
 
-PANEL_PATHS = [(panel_w4, 6), (panel4_c32, 5)]
+PANEL_PATHS = [
+    pytest.param(panel_w4, 6, id="w4", marks=AVX512_MARKS),
+    pytest.param(panel4_c32, 5, id="c32"),
+]
 
 
 def _panel_problem(m, n, d, rows, steps, rng):
@@ -198,7 +242,7 @@ def _panel_problem(m, n, d, rows, steps, rng):
     return X, D, Vt, 8 * max(d, 1) * rows * steps
 
 
-@pytest.mark.parametrize("kernel, rows", PANEL_PATHS, ids=["w4", "c32"])
+@pytest.mark.parametrize("kernel, rows", PANEL_PATHS)
 @pytest.mark.parametrize("n, d, steps", PANEL_SHAPES)
 def test_panel_kernels_match_numpy(kernel, rows, n, d, steps, rng):
     """1 and 3 chunks, ``m = 4`` and 8."""
@@ -210,10 +254,10 @@ def test_panel_kernels_match_numpy(kernel, rows, n, d, steps, rng):
 
 
 #: each float32 (or Fortran-order) specialisation is a 15-20 s compile on a fresh clone: the
-#: AVX-512 kernel's float32 path in CI, the others with the slow tests
+#: float32 path of the panel kernel this CPU dispatches in CI, the other with the slow tests
 FLOAT32_PANEL = [
-    pytest.param(panel_w4, 6, id="w4", marks=pytest.mark.ci),
-    pytest.param(panel4_c32, 5, id="c32"),
+    pytest.param(panel_w4, 6, id="w4", marks=pytest.mark.ci if WIDE_VECTORS else ()),
+    pytest.param(panel4_c32, 5, id="c32", marks=() if WIDE_VECTORS else pytest.mark.ci),
 ]
 
 
@@ -226,15 +270,16 @@ def test_panel_kernels_widen_float32_rows(kernel, rows, rng):
         assert_close(kernel(X32, D, Vt, 3, budget), numpy_product(X32.astype(float), D, Vt))
 
 
-def test_panel_kernel_does_not_depend_on_thread_count(rng):
-    X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, 6, 3, rng)
+@pytest.mark.parametrize("kernel, rows", PANEL_PATHS)
+def test_panel_kernel_does_not_depend_on_thread_count(kernel, rows, rng):
+    X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, rows, 3, rng)
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = panel_w4(X, D, Vt, 8, budget)
+        one = kernel(X, D, Vt, 8, budget)
     finally:
         numba.set_num_threads(threads)
-    np.testing.assert_array_equal(panel_w4(X, D, Vt, 8, budget), one)
+    np.testing.assert_array_equal(kernel(X, D, Vt, 8, budget), one)
 
 
 @pytest.mark.slow
@@ -362,7 +407,7 @@ def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
     from rmt.kernels.hessian import fused_product
     from rmt.kernels.simd import TWO_LOOP_FOR_FLOAT32
 
-    assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
+    assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1}
     assert hvp_kernel(4, 8, "avx512") is simd_w1_pipe
     assert hvp_kernel(4, 8, "avx512", dtype=np.float32) is simd_w1
     assert hvp_kernel(4, 4, "avx2") is pair4_c4

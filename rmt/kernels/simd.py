@@ -48,11 +48,13 @@ Blocks of at most 4 columns on ``avx2`` go to the pair form, :func:`_pair_produc
 so a 128-bit broadcast of ``(x_t, x_{t+1})`` feeds two FMAs where the 4-lane layout of
 ``simd4_c4`` spends a broadcast on each (:func:`dot_rows_pairs`, :func:`axpy_rows_pairs`).
 
-The pipelined form, :func:`_pipelined_sums` (``simd_w1_pipe``, ``simd4_c4_pipe``), joins the
+The pipelined form, :func:`_pipelined_sums` (``simd_w1_pipe``), joins the
 two loops of a step: :func:`dot_axpy_rows` forms the dots of the next ``R`` rows and adds the
 updates of the ``R`` rows before, whose coefficients the previous loop finished, so the stream of
 ``X`` from memory overlaps the updates (``R`` dot accumulators and ``R`` coefficient vectors in
-registers: 12 rows for 8 columns on AVX-512, 4 rows for 4 columns on AVX2).
+registers: 12 rows for 8 columns on AVX-512).  Its 4-lane form for AVX2 (4 rows of 4 columns)
+won under AVX2 codegen on an AVX-512 Xeon and lost on a real Zen 3 (32-39 ms against 28-29 for
+``simd4_c4``, 2026-12-02), and was removed with the pair kernel that replaced both.
 
 ``X`` may be float32 (float32 storage of ``X``): each step of ``R`` rows is then first widened
 into a float64 scratch of ``R x d`` (one vectorised pass: ``<8 x float>`` loads, ``fpext`` to
@@ -1042,15 +1044,6 @@ def pair4_c4(X, D, Vt, n_chunks):
     return _pair_product(X, D, Vt, n_chunks, 4)[1]
 
 
-#: the ``<4 x double>`` kernels (AVX2) by number of columns
-@njit(cache=True, parallel=True)
-def simd4_c4_pipe(X, D, Vt, n_chunks):
-    """4 columns pipelined (:func:`_pipelined_sums`), 4 rows per step: 4 dot accumulators
-    and 4 coefficient vectors in AVX2's 16 registers; 0.80x ``simd4_c4`` under AVX2 codegen
-    (6 rows: 0.85x; the block of 8 columns pipelined lost: 1.13-1.35x ``simd4_c8``)."""
-    return _pipelined_sums(X, D, Vt, n_chunks, 4, 1, 4)[1]
-
-
 @njit(cache=True, parallel=True)
 def grad4_c4(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):
     """Loss and gradient sums of one gradient-descent step for ``m <= 4`` (the signature and
@@ -1068,13 +1061,12 @@ KERNELS_AVX2 = {4: pair4_c4, 8: simd4_c8, 16: simd4_c16, 24: simd4_c24, 32: pane
 #: the two-loop kernel that takes a pipelined one's place for float32 ``X``: a step of the
 #: pipelined kernel widens its rows into a scratch before it reads them, so the stream no
 #: longer overlaps anything (the block of 2 took 36 ms pipelined against 33 for ``simd_w1``)
-TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1, simd4_c4_pipe: simd4_c4}
+TWO_LOOP_FOR_FLOAT32 = {simd_w1_pipe: simd_w1}
 #: the explicit-SIMD kernels that give way to the unrolled kernels (which read float32 rows
-#: directly) for float32 ``X``: on a Zen 3 (2026-12-02, one vector of m = 4, n = 16000,
-#: d = 4000) ``hvp_m4`` took 28.9 ms on float32 rows against 36.9 for ``simd4_c4``, whose steps
-#: widen their rows into a scratch first (float64 rows: 32.8 ms); ``pair4_c4`` widens the same
-#: way (2026-12-03: 28.9 and 31.3 ms on float32 rows against 24.8 and 27.9 for ``hvp_m4``)
-UNROLLED_FOR_FLOAT32 = (simd4_c4, pair4_c4)
+#: directly) for float32 ``X``: ``pair4_c4`` widens each step's rows into a scratch first
+#: (on a Zen 3, 2026-12-03: 28.9 and 31.3 ms on float32 rows against 24.8 and 27.9 for
+#: ``hvp_m4``; on 2026-12-02 the 4-lane ``simd4_c4`` took 36.9 ms against 28.9 the same way)
+UNROLLED_FOR_FLOAT32 = (pair4_c4,)
 #: the kernel that takes a pair kernel's place when the entries of a row of ``X`` are not
 #: contiguous (a strided or Fortran-ordered ``X``): the 4-lane form reads any strides
 STRIDED_FORM = {pair4_c4: simd4_c4}
@@ -1083,8 +1075,8 @@ STRIDED_FORM = {pair4_c4: simd4_c4}
 #: 4 columns (one vector of m = 4, two of m = 2, four of m = 1: ``pair4_c4``, pairs of
 #: columns of ``d`` in ``4 x 2`` lane vectors, 0.81-1.10x the time of the 8-row ``simd4_c4``
 #: on a Zen 3 on 2026-12-03; ``simd4_c4`` itself took 1.05-1.4x less than the unrolled
-#: kernels, and on a real Zen 3 28-29 ms against 32-39 for the pipelined ``simd4_c4_pipe``,
-#: which won only under AVX2 codegen on an AVX-512 Xeon), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
+#: kernels, and on a real Zen 3 28-29 ms against 32-39 for its pipelined form, which won
+#: only under AVX2 codegen on an AVX-512 Xeon and is gone), 8, 16 and 24 (the ``5 x 2`` shape, on a Zen 3
 #: on 2026-12-03: 1.4-1.65x the unrolled kernels side by side in probes, 1.06-1.17x in the
 #: benchmark's runs, once 0.91x for 16 columns of m = 2) and 32, whatever ``d``: the panel
 #: kernel ``panel4_c32`` beats the unrolled kernel by its micro-kernel, not only by the
@@ -1098,8 +1090,8 @@ AVX2_DISPATCH = (4, 8, 16, 24, 32)
 #: loop over ``d`` that updates with the 4 rows before (``tools/gen_hvp_small.py``,
 #: ``pipelined_source``).  Measured 0.84-0.96x the two-loop kernels for m = 1..4 natively on an
 #: AVX-512 Xeon; under AVX2 codegen 0.84-0.92x for m = 1..3, while for m = 4 the 16 dot
-#: accumulators and 16 coefficients spill (1.29-1.33x), so m = 4 keeps the 4-lane
-#: ``simd4_c4_pipe`` and ``grad_m4`` there.  ``portable`` keeps the two-loop kernels (not measured off x86).
+#: accumulators and 16 coefficients spill (1.29-1.33x), so m = 4 goes to ``pair4_c4`` and
+#: ``grad4_c4`` there.  ``portable`` keeps the two-loop kernels (not measured off x86).
 PIPELINED_WIDTHS = {"avx512": (1, 2, 3, 4), "avx2": (1, 2, 3), "portable": ()}
 
 
