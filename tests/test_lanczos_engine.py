@@ -26,18 +26,24 @@ def _basis(N, j, rng):
 def test_basis_kernels_match_blas_and_thread_count(b, rng):
     Q = _basis(2500, 37, rng)  # 2500 rows: three row blocks, the last one partial
     W = np.asfortranarray(rng.standard_normal((2500, b)))
-    H = basis_coefficients(Q, W)
+    H = basis_coefficients(Q.T, W.T, 0)  # the kernels take row-major transposes
     np.testing.assert_allclose(H, Q.T @ W, rtol=0, atol=100 * EPS * np.sqrt(2500))
+    np.testing.assert_allclose(
+        basis_coefficients(Q.T, W.T, 5), Q[:, 5:].T @ W, rtol=0, atol=100 * EPS * np.sqrt(2500)
+    )
     got = W.copy(order="F")
-    subtract_combination(Q, H, got)
+    subtract_combination(Q.T, H, got.T, 0)
     np.testing.assert_allclose(got, W - Q @ H, rtol=0, atol=100 * EPS * np.abs(W).max())
+    got = W.copy(order="F")
+    subtract_combination(Q.T, H[5:], got.T, 5)
+    np.testing.assert_allclose(got, W - Q[:, 5:] @ H[5:], rtol=0, atol=100 * EPS * np.abs(W).max())
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = basis_coefficients(Q, W)
+        one = basis_coefficients(Q.T, W.T, 0)
     finally:
         numba.set_num_threads(threads)
-    np.testing.assert_array_equal(basis_coefficients(Q, W), one)
+    np.testing.assert_array_equal(basis_coefficients(Q.T, W.T, 0), one)
 
 
 def test_project_step_matches_numpy_and_thread_count(rng):
@@ -54,7 +60,7 @@ def test_project_step_matches_numpy_and_thread_count(rng):
     ref = mid - Q @ hf
     H0 = rng.standard_normal((j, b))  # H is added to, not overwritten
     H, got = H0.copy(), W.copy(order="F")
-    before, after = project_step(Q, local, got, H)
+    before, after = project_step(Q.T, local, got.T, H)
     scale = np.abs(W).max()
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e3 * EPS * scale)
     expected = H0 + hf
@@ -66,7 +72,7 @@ def test_project_step_matches_numpy_and_thread_count(rng):
     try:
         numba.set_num_threads(1)
         one, H1 = W.copy(order="F"), H0.copy()
-        norms1 = project_step(Q, local, one, H1)
+        norms1 = project_step(Q.T, local, one.T, H1)
     finally:
         numba.set_num_threads(threads)
     np.testing.assert_array_equal(one, got)
@@ -78,7 +84,7 @@ def test_project_step_matches_numpy_and_thread_count(rng):
 def test_small_orthonormalisation_is_a_qr(b, rng):
     W = np.asfortranarray(rng.standard_normal((1500, b)))
     Qn, R = np.zeros((1500, b), order="F"), np.full((b, b), np.nan)
-    assert orthonormalise_small(W, Qn, R, REORTH_ETA, 1e-12)
+    assert orthonormalise_small(W.T, Qn.T, R, REORTH_ETA, 1e-12)
     np.testing.assert_allclose(Qn @ R, W, rtol=0, atol=100 * EPS * np.abs(W).max())
     np.testing.assert_allclose(Qn.T @ Qn, np.eye(b), rtol=0, atol=100 * EPS)
     assert np.all(np.diag(R) > 0) and np.all(np.tril(R, -1) == 0)
@@ -91,9 +97,9 @@ def test_small_orthonormalisation_declines_nearly_dependent_columns(rng):
     w = rng.standard_normal(1500)
     W = np.asfortranarray(np.column_stack([w, w + 1e-3 * rng.standard_normal(1500)]))
     Qn, R = np.zeros((1500, 2), order="F"), np.zeros((2, 2))
-    assert not orthonormalise_small(W, Qn, R, REORTH_ETA, 0.0)
+    assert not orthonormalise_small(W.T, Qn.T, R, REORTH_ETA, 0.0)
     assert not orthonormalise_small(
-        np.asfortranarray(W[:, :1]), Qn[:, :1], R[:1, :1], REORTH_ETA, 1e3
+        np.asfortranarray(W[:, :1]).T, Qn[:, :1].T, R[:1, :1], REORTH_ETA, 1e3
     )
     basis = _basis(1500, 5, rng)
     W -= basis @ (basis.T @ W)

@@ -170,7 +170,7 @@ def project_out(W, basis, local):
     to working precision.
     """
     H = np.zeros((basis.shape[1], W.shape[1]))
-    before, after = project_step(basis, local, W, H)
+    before, after = project_step(basis.T, local, W.T, H)  # the kernels read row-major views
     twice = bool(np.any(after < REORTH_ETA * before))
     if twice:
         H += _gram_schmidt_pass(basis, W)
@@ -179,8 +179,8 @@ def project_out(W, basis, local):
 
 def _gram_schmidt_pass(basis, W):
     """One classical Gram-Schmidt pass, in place: ``W -= basis C`` with ``C = basis^T W``."""
-    C = basis_coefficients(basis, W)
-    subtract_combination(basis, C, W)
+    C = basis_coefficients(basis.T, W.T, 0)
+    subtract_combination(basis.T, C, W.T, 0)
     return C
 
 
@@ -197,7 +197,7 @@ def orthonormalise_block(W, basis, threshold, rng, out):
     :func:`_orthonormalise_columns`, which replaces deflated columns.
     """
     R = np.zeros((W.shape[1], W.shape[1]))
-    if orthonormalise_small(W, out, R, REORTH_ETA, threshold):
+    if orthonormalise_small(W.T, out.T, R, REORTH_ETA, threshold):
         return R, False
     Q1, R1 = _thin_qr(W)
     diag = np.abs(np.diag(R1))

@@ -43,30 +43,40 @@ def quadrature_cdf(nodes, weights, points):
     return out
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def basis_coefficients(Q, W):
-    """``Q^T W`` for a Fortran-ordered basis ``Q`` (``N x j``) and a block ``W`` (``N x b``).
+#: Every kernel below takes the Lanczos basis and the blocks as row-major *transposes*:
+#: ``Qt = Q.T`` (``j x N``) of the Fortran-ordered basis, ``Wt = W.T`` (``b x N``) of a block.
+#: They are C-contiguous whatever ``j`` and ``b`` (an ``N x 1`` column is C- and F-contiguous at
+#: once, so Numba typed the plain arrays ``C`` for one column and ``F`` for more), so each
+#: kernel compiles once: three specialisations of :func:`project_step` took 12-15 s each.
 
-    Four columns of ``Q`` per task (each entry of ``W`` loaded once for four products), each
+
+@njit(cache=True, parallel=True, fastmath=True)
+def basis_coefficients(Qt, Wt, first):
+    """``Q^T W`` over the basis vectors ``first..j-1``: ``Qt`` (``j x N``) and ``Wt``
+    (``b x N``) row-major; returns ``(j - first) x b``.
+
+    Four basis vectors per task (each entry of ``W`` loaded once for four products), each
     dot product summed in a fixed order, so the result does not depend on the number of
     threads.  The Lanczos basis is read from memory (every Hessian product streams ``X``
     through the caches), so this is a bandwidth-bound parallel read; multithreaded BLAS would
     leave spinning threads behind.
     """
-    N, b = W.shape
-    j = Q.shape[1]
+    b, N = Wt.shape
+    j = Qt.shape[0] - first
     H = np.empty((j, b))
     for g in prange((j + 3) // 4):
         c0 = 4 * g
         if c0 + 4 <= j:
-            for k in range(b):  # the columns of Q are the rows of Q.T
-                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = dots4(Q.T, c0, W[:, k], N)
+            for k in range(b):
+                H[c0, k], H[c0 + 1, k], H[c0 + 2, k], H[c0 + 3, k] = dots4(Qt, first + c0, Wt[k], N)
         else:
             for c in range(c0, j):
+                q = Qt[first + c]
                 for k in range(b):
+                    w = Wt[k]
                     s = 0.0
                     for r in range(N):
-                        s += Q[r, c] * W[r, k]
+                        s += q[r] * w[r]
                     H[c, k] = s
     return H
 
@@ -76,16 +86,16 @@ ROW_BLOCK = 1024
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def subtract_combination(Q, H, W, first=0):
-    """``W -= Q[:, first:] H`` in place (``Q`` Fortran-ordered ``N x j``, ``W`` ``N x b``), by
-    fixed blocks of rows; returns the squared column norms of the new ``W`` per row block
-    (``blocks x b``, for :func:`_norms`).
+def subtract_combination(Qt, H, Wt, first):
+    """``W -= Q[:, first:] H`` in place (``Qt`` ``j x N`` and ``Wt`` ``b x N`` row-major), by
+    fixed blocks of rows of ``W``; returns the squared column norms of the new ``W`` per row
+    block (``blocks x b``, for :func:`_norms`).
 
-    Each row block of ``W`` is copied into a local buffer, which stays in L1 while the columns
-    of ``Q`` stream past it (the store to ``W`` itself, which LLVM cannot prove distinct from
+    Each row block of ``W`` is copied into a local buffer, which stays in L1 while the basis
+    vectors stream past it (the store to ``W`` itself, which LLVM cannot prove distinct from
     ``Q``, kept the loop from vectorising)."""
-    N, b = W.shape
-    j = Q.shape[1]
+    b, N = Wt.shape
+    j = Qt.shape[0]
     blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     squares = np.zeros((blocks, b))
     for blk in prange(blocks):
@@ -94,11 +104,11 @@ def subtract_combination(Q, H, W, first=0):
         acc = np.empty((b, nr))
         for k in range(b):
             for r in range(nr):
-                acc[k, r] = W[r0 + r, k]
+                acc[k, r] = Wt[k, r0 + r]
         c = first
         while c + 4 <= j:  # four columns per sweep of the buffer: a quarter of the stores
-            q0, q1 = Q[r0 : r0 + nr, c], Q[r0 : r0 + nr, c + 1]
-            q2, q3 = Q[r0 : r0 + nr, c + 2], Q[r0 : r0 + nr, c + 3]
+            q0, q1 = Qt[c, r0 : r0 + nr], Qt[c + 1, r0 : r0 + nr]
+            q2, q3 = Qt[c + 2, r0 : r0 + nr], Qt[c + 3, r0 : r0 + nr]
             for k in range(b):
                 h0, h1 = H[c - first, k], H[c + 1 - first, k]
                 h2, h3 = H[c + 2 - first, k], H[c + 3 - first, k]
@@ -107,7 +117,7 @@ def subtract_combination(Q, H, W, first=0):
                     a[r] -= q0[r] * h0 + q1[r] * h1 + q2[r] * h2 + q3[r] * h3
             c += 4
         while c < j:
-            qc = Q[r0 : r0 + nr, c]
+            qc = Qt[c, r0 : r0 + nr]
             for k in range(b):
                 h = H[c - first, k]
                 a = acc[k]
@@ -115,11 +125,12 @@ def subtract_combination(Q, H, W, first=0):
                     a[r] -= qc[r] * h
             c += 1
         for k in range(b):
+            w = Wt[k]
             for r in range(nr):
-                W[r0 + r, k] = acc[k, r]
+                w[r0 + r] = acc[k, r]
             s = 0.0
             for r in range(r0, r0 + nr):  # from W, whose alignment is fixed: the vectorised
-                s += W[r, k] * W[r, k]  # sum (fastmath) then adds in the same order always
+                s += w[r] * w[r]  # sum (fastmath) then adds in the same order always
             squares[blk, k] = s
     return squares
 
@@ -139,19 +150,20 @@ def _norms(squares):
 
 
 @njit(cache=True)
-def project_step(Q, local, W, H):
-    """The Gram-Schmidt of one Lanczos step, in place on ``W`` (``N x b``), in one call.
+def project_step(Qt, local, Wt, H):
+    """The Gram-Schmidt of one Lanczos step, in place on ``W`` (``Wt``: ``b x N``), in one call.
 
     First ``W -= Q_l (Q_l^T W)`` with ``Q_l = Q[:, local:]`` (the last blocks, which carry the
-    recurrence), then one classical pass ``W -= Q (Q^T W)`` over the whole of ``Q`` (``N x j``,
-    Fortran-ordered); ``H`` (``j x b``) receives the sum of both coefficient sets.  Returns the
+    recurrence), then one classical pass ``W -= Q (Q^T W)`` over the whole basis (``Qt``:
+    ``j x N``); ``H`` (``j x b``) receives the sum of both coefficient sets.  Returns the
     column norms of ``W`` before and after the full pass (for the DGKS test).  Fixed row
     blocks and per-column dot products: the result does not depend on the thread count.
     """
-    Cl = basis_coefficients(Q[:, local:], W)
-    before = _norms(subtract_combination(Q, Cl, W, local))
-    C = basis_coefficients(Q, W)
-    after = _norms(subtract_combination(Q, C, W))
+    whole = np.int64(0)  # typed int64 like ``local``, not Literal[int](0): one compile each
+    Cl = basis_coefficients(Qt, Wt, local)
+    before = _norms(subtract_combination(Qt, Cl, Wt, local))
+    C = basis_coefficients(Qt, Wt, whole)
+    after = _norms(subtract_combination(Qt, C, Wt, whole))
     j, b = H.shape
     for c in range(j):
         for k in range(b):
@@ -162,37 +174,41 @@ def project_step(Q, local, W, H):
 
 
 @njit(cache=True, fastmath=True)
-def orthonormalise_small(W, Qn, R, eta, threshold):
-    """``W = Qn R`` by modified Gram-Schmidt over the ``b`` columns of ``W`` (``W`` kept).
+def orthonormalise_small(Wt, Qnt, R, eta, threshold):
+    """``W = Qn R`` by modified Gram-Schmidt over the ``b`` columns of ``W`` (``Wt`` and
+    ``Qnt``: ``b x N`` row-major; ``W`` kept).
 
     Returns ``False`` (``Qn`` and ``R`` then unusable) as soon as a column keeps less than
     ``eta`` of its norm against the previous ones, or at most ``threshold``: nearly dependent
     columns, which need the careful path of the caller.  Otherwise, with ``eta = 1/sqrt(2)``,
     one pass leaves the columns orthonormal to working precision ("twice is enough")."""
-    N, b = W.shape
+    b, N = Wt.shape
     R[:, :] = 0.0
     for i in range(b):
+        w = Wt[i]
+        qi = Qnt[i]
         s = 0.0
         for r in range(N):
-            v = W[r, i]
-            Qn[r, i] = v
+            v = w[r]
+            qi[r] = v
             s += v * v
         norm0 = np.sqrt(s)
         for p in range(i):
+            qp = Qnt[p]
             h = 0.0
             for r in range(N):
-                h += Qn[r, p] * Qn[r, i]
+                h += qp[r] * qi[r]
             R[p, i] = h
             for r in range(N):
-                Qn[r, i] -= h * Qn[r, p]
+                qi[r] -= h * qp[r]
         s = 0.0
         for r in range(N):
-            s += Qn[r, i] * Qn[r, i]
+            s += qi[r] * qi[r]
         norm = np.sqrt(s)
         if norm <= threshold or norm < eta * norm0:
             return False
         R[i, i] = norm
         inv = 1.0 / norm
         for r in range(N):
-            Qn[r, i] *= inv
+            qi[r] *= inv
     return True
