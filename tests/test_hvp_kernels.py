@@ -1,7 +1,8 @@
 """Fused Hessian-vector kernels against the obvious numpy product (docs/theory.md section 2).
 
 Every kernel (the generic ``hvp_fused``, each unrolled ``hvp_m{m}`` and the pipelined
-``hvp_m4_p4``) and the dispatch in
+``hvp_m{m}_p4``; those that this CPU's path does not dispatch with the slow tests) and the
+dispatch in
 ``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is computed by
 numpy, for widths ``m = 1..6``, blocks of ``b = 1, 3, 8`` vectors, and a number of rows that is
 odd and not a multiple of the rows per step or per panel, so that every remainder path runs.
@@ -16,7 +17,7 @@ import pytest
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
-from rmt.kernels.simd import PIPELINED_WIDTHS, pair4_c4
+from rmt.kernels.simd import PIPELINED_WIDTHS, SIMD_TARGET, pair4_c4
 
 # the generators live in tools/ (run as scripts: ``python tools/gen_*.py``)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
@@ -55,14 +56,33 @@ def random_problem(m, b, rng, n=N_ROWS, d=23):
     return X, D, Vt
 
 
+#: the pipelined kernels this CPU's path dispatches (one vector of m); the others (m = 4 on
+#: avx2: a compile of about 30 s on a fresh clone) run in the slow tests
+PIPELINED_HERE = [m for m in PIPELINED if m in PIPELINED_WIDTHS[SIMD_TARGET]]
+PIPELINED_ELSEWHERE = [m for m in PIPELINED if m not in PIPELINED_HERE]
+
+
 def kernels_for(m):
-    """The generic kernel, plus the unrolled one when ``m`` has one."""
+    """The generic kernel, plus the unrolled one when ``m`` has one, plus the pipelined one
+    where this CPU's path dispatches it."""
     out = [("generic", hvp_fused)]
     if m in KERNELS:
         out.append((f"hvp_m{m}", KERNELS[m]))
-    if m in PIPELINED:
+    if m in PIPELINED_HERE:
         out.append((f"hvp_m{m}_p", PIPELINED[m]))
     return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m", PIPELINED_ELSEWHERE or [pytest.param(0, marks=pytest.mark.skip)])
+def test_pipelined_kernels_of_other_paths_match_numpy(m, rng):
+    """The pipelined kernels that another CPU's path dispatches, as ``test_kernels_match_numpy``
+    and ``test_kernels_few_rows`` test those of this one."""
+    for b, n, d in [(1, N_ROWS, 23), (3, N_ROWS, 23), (8, N_ROWS, 23), (3, 1, 7), (3, 5, 7)]:
+        X, D, Vt = random_problem(m, b, rng, n=n, d=d)
+        ref = numpy_product(X, D, Vt)
+        for n_chunks in (1, 2, 3, 4):
+            assert_close(PIPELINED[m](X, D, Vt, n_chunks), ref)
 
 
 @pytest.mark.parametrize("m", WIDTHS)
