@@ -35,7 +35,7 @@ PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)
 PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
 PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # avx512, float32 blocks of 2
 PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8)]  # 32: panel4_c32 below
-PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # avx2, strided X
+PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # avx2 strided X; float32 rows: hvp_m4
 PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
 
 

@@ -148,12 +148,12 @@ LAYOUTS = ["strided", pytest.param("fortran", marks=pytest.mark.slow)]
 def test_simd_kernels_any_layout_of_x(layout, rng):
     """The explicit-SIMD kernels this CPU dispatches for a strided ``X`` (blocks of 2 and 4
     vectors of m = 4) read it through its strides (the prefetch walk only assumes rows)."""
-    X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
-    X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
-    kernels = [hvp_kernel(4, 4 * b, contiguous_rows=False) for b in (2, 4)]
     if SIMD_TARGET == "portable":
         pytest.skip("the portable path dispatches no explicit-SIMD kernel")
-    for b, kernel in zip((2, 4), kernels):
+    X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
+    X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
+    for b in (2, 4):
+        kernel = hvp_kernel(4, 4 * b, contiguous_rows=False)
         Vt = rng.standard_normal((4 * b, X.shape[1]))
         ref = numpy_product(np.ascontiguousarray(X), D, Vt)
         assert_close(kernel(X, D, Vt, 3), ref)
