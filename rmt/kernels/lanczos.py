@@ -43,11 +43,11 @@ def quadrature_cdf(nodes, weights, points):
     return out
 
 
-#: Every kernel below takes the Lanczos basis and the blocks as row-major *transposes*:
-#: ``Qt = Q.T`` (``j x N``) of the Fortran-ordered basis, ``Wt = W.T`` (``b x N``) of a block.
-#: They are C-contiguous whatever ``j`` and ``b`` (an ``N x 1`` column is C- and F-contiguous at
-#: once, so Numba typed the plain arrays ``C`` for one column and ``F`` for more), so each
-#: kernel compiles once: three specialisations of :func:`project_step` took 12-15 s each.
+# Every kernel below takes the Lanczos basis and the blocks as row-major *transposes*:
+# ``Qt = Q.T`` (``j x N``) of the Fortran-ordered basis, ``Wt = W.T`` (``b x N``) of a block.
+# They are C-contiguous whatever ``j`` and ``b`` (an ``N x 1`` column is C- and F-contiguous at
+# once, so Numba typed the plain arrays ``C`` for one column and ``F`` for more), so each
+# kernel compiles once: three specialisations of :func:`project_step` took 12-15 s each.
 
 
 @njit(cache=True, parallel=True, fastmath=True)
