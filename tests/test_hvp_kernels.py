@@ -2,10 +2,10 @@
 
 Every kernel (the generic ``hvp_fused``, each unrolled ``hvp_m{m}`` and the pipelined
 ``hvp_m{m}_p4``; those that this CPU's path does not dispatch with the slow tests) and the
-dispatch in
-``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is computed by
-numpy, for widths ``m = 1..6``, blocks of ``b = 1, 3, 8`` vectors, and a number of rows that is
-odd and not a multiple of the rows per step or per panel, so that every remainder path runs.
+dispatch in ``Hessian.matmat`` are compared with ``X^T R`` where ``r_i = (x_i^T V) D_i`` is
+computed by numpy, for widths ``m = 1..6``, blocks of ``b = 1, 3, 8`` vectors, and a number of
+rows that is odd and not a multiple of the rows per step or per panel, so that every remainder
+path runs.
 """
 
 import pathlib
