@@ -166,7 +166,31 @@ def cpu_info() -> dict:
     simd = (
         "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
     )
+    # "AMD EPYC" names Zen 3 and Zen 4 alike: the family and model tell them apart
+    family = _cpuinfo_field("cpu family")
+    number = _cpuinfo_field("model")
+    if family and number:
+        model = f"{model} (family {family} model {number})"
     return {"model": model, "simd": simd}
+
+
+def _cpuinfo_field(name: str) -> str:
+    """The first value of ``name`` in /proc/cpuinfo, or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                key, _, value = ln.partition(":")
+                if key.strip() == name:
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def peak_share(flops: float, seconds: float, gemm_rate: float) -> float:
+    """The share of the in-run DGEMM rate (flop/s; DGEMM runs at the FMA peak) that doing
+    ``flops`` in ``seconds`` takes: above 1, no kernel can do it in that time on this machine."""
+    return flops / seconds / gemm_rate
 
 
 def time_runs(funcs: dict, run: int, repeats: int) -> dict:

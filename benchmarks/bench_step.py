@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 import numpy as np
-from _util import LoadMeter, cpu_info, fmt_ms, set_threads, time_runs
+from _util import LoadMeter, cpu_info, fmt_ms, peak_share, set_threads, time_runs
 
 import rmt
 from rmt.kernels.descent import step_candidates, step_kernels
@@ -36,6 +36,9 @@ try:
     from _kernels import stream_pass
 except ImportError:  # pragma: no cover - older layout
     from rmt.kernels.hessian import stream_pass
+
+GEMM_N = 2000  # a square DGEMM timed in the run: the FMA peak, as in bench_hvp.py
+GEMM_NAME = f"DGEMM {GEMM_N}^3 (compute ceiling)"
 
 
 def parse_args(argv=None):
@@ -59,8 +62,10 @@ def contenders(n, d, m, rng):
     args = (data.y, net.a, net.act_code, net.loss_code, net.huber_delta, default_chunks())
     grad_k, loss_k = step_kernels(m)
     grad_g, _ = step_kernels(m, unrolled=False)
+    G = rng.standard_normal((GEMM_N, GEMM_N))
     funcs = {
         "one pass over X (parallel sum)": lambda: stream_pass(data.X),
+        GEMM_NAME: lambda: G @ G,
         f"step, {grad_k.__name__}": lambda: grad_k(data.X, Wt, *args),
     }
     for other in step_candidates(m):  # the other paths' kernels, side by side
@@ -90,7 +95,14 @@ def measure_width(args, m, rng) -> dict:
         print(f"{name:34s} {fmt_ms(sec)} {sec / one:11.2f}")
     step = next(v for k, v in t.items() if k.startswith("step, ") and "generic" not in k)
     print(f"step / one pass: {step / one:.2f}  (goal <= 1.3)")
-    return {"times": t, "other_load": meter.other_load, "step_over_pass": step / one}
+    # a step does 4 n d m flops (the m dots of each row, then its m updates of the gradient)
+    gemm = 2 * GEMM_N**3 / t[GEMM_NAME]
+    flops = 4 * args.n * args.d * m
+    need, runs = peak_share(flops, 1.3 * one, gemm), peak_share(flops, step, gemm)
+    print(f"DGEMM {gemm / 1e9:.0f} GFLOP/s; the goal needs {need:.0%} of it while streaming "
+          f"(the step runs at {runs:.0%})")  # fmt: skip
+    return {"times": t, "other_load": meter.other_load, "step_over_pass": step / one,
+            "gemm_gflops": gemm / 1e9, "goal_needs_dgemm_share": need}  # fmt: skip
 
 
 COMPILE_SNIPPET = """
