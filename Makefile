@@ -12,13 +12,14 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-## make test: the CI suite (fast tests plus the seeded subset of slow ones marked `ci`)
+## make test: the CI suite (fast tests plus the seeded subset of slow ones marked `ci`), in two
+## pytest-xdist workers of one thread each (tests/conftest.py), a test file to a worker
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow or ci" -q
+	$(PY) -m pytest -m "not slow or ci" -q -n 2 --dist loadfile
 
 ## make test-all: every test, slow statistical checks included
 test-all: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 ## make demo: a small end-to-end run; figures and tables go to results/
 demo: $(STAMP)

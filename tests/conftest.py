@@ -1,7 +1,29 @@
 """Seeded fixtures and the shared comparison helper against dense references."""
 
+import os
+
 import numpy as np
 import pytest
+
+#: the BLAS limit of a pytest-xdist worker (kept referenced for the session)
+_WORKER_BLAS = []
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``make test`` runs two workers, one per core) each worker runs
+    Numba's kernels and BLAS on one thread.  Two workers of two threads each oversubscribe the
+    cores, and a parallel kernel then waits at its barriers for a thread that is not running
+    (on a 2-core Zen 3 a learning test took 207 s against 16 s in a serial run).  Tests that
+    compare thread counts set them themselves (``numba.set_num_threads(2)``, up to
+    ``NUMBA_NUM_THREADS``, which stays the machine's core count)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return
+    from threadpoolctl import threadpool_limits
+
+    import rmt
+
+    rmt.configure_threads(numba_threads=1)
+    _WORKER_BLAS.append(threadpool_limits(limits=1))
 
 EPS = np.finfo(np.float64).eps
 
