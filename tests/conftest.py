@@ -25,6 +25,7 @@ def pytest_configure(config):
     rmt.configure_threads(numba_threads=1)
     _WORKER_BLAS.append(threadpool_limits(limits=1))
 
+
 EPS = np.finfo(np.float64).eps
 
 
