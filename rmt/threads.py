@@ -148,7 +148,7 @@ def single_threaded_blas():
     OpenBLAS threads spin for a while after each call.  On a machine with few cores they then
     hold the cores that a Numba parallel kernel which follows needs: the first pass over the
     nodes after the BLAS products of building an m = 4 law took 24-61 ms instead of 0.5 ms
-    (Zen 3, 2 cores; benchmarks/RESULTS.md).  Where the dense work is small (thin products,
+    (Zen 3, 2 cores; benchmarks/HISTORY.md, "Zen 3").  Where the dense work is small (thin products,
     ``eigh`` of small matrices), one thread costs less than that.  The controller is made once
     (it lists the loaded libraries); entering the context costs about 20 us."""
     global _BLAS_CONTROLLER

@@ -38,7 +38,7 @@ ROWS_PER_STEP = 4
 #: widths ``m`` whose loss-and-gradient step runs in the 4-lane explicit-SIMD layout on each
 #: path (``simd.grad4_c4``: the ``m`` columns of ``W`` in the lanes of one ``<4 x double>``,
 #: 8 rows per step).  m = 4 on AVX2: on a Zen 3 (2026-12-02) 29.2 ms against 37.9 for
-#: ``grad_m4`` and 56.5 for ``grad_m4_p4`` side by side (benchmarks/RESULTS.md, "Zen 3
+#: ``grad_m4`` and 56.5 for ``grad_m4_p4`` side by side (benchmarks/HISTORY.md, "Zen 3
 #: (AVX2), measured natively"); m = 2 there 30 against 24-25 ms: the unrolled kernels keep the smaller widths
 LANE_STEP_WIDTHS = {"avx512": (), "avx2": (4,), "portable": ()}
 

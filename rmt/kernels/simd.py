@@ -1028,7 +1028,7 @@ def panel4_c32(X, D, Vt, n_chunks, panel_bytes=PANEL_BYTES_AVX2):
     for the ``3 x 4`` shape this kernel had before, whose 12 coefficients spilled.  The block
     of 8 of m = 4 at n = 16000, d = 4000 ran at 78-88% of the in-run DGEMM against 45-53% for
     the ``3 x 4`` panels and 47-49% for the streamed ``hvp_m4`` when the guest was in its fast
-    state, and at 63-67% against 45-52% in its slow state (benchmarks/RESULTS.md, "Zen 3")."""
+    state, and at 63-67% against 45-52% in its slow state (benchmarks/HISTORY.md, "Zen 3")."""
     return _panel_product(X, D, Vt, n_chunks, panel_bytes, 5, 2, 4, 4)
 
 
