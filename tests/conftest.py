@@ -1,7 +1,9 @@
 """Seeded fixtures and the shared comparison helper against dense references."""
 
+import contextlib
 import os
 
+import numba
 import numpy as np
 import pytest
 
@@ -27,6 +29,21 @@ def pytest_configure(config):
 
 
 EPS = np.finfo(np.float64).eps
+
+#: the thread count that thread-invariance tests compare with one thread: all of Numba's
+#: (the machine's cores), whatever a worker runs on by default
+ALL_THREADS = numba.config.NUMBA_NUM_THREADS
+
+
+@contextlib.contextmanager
+def numba_threads(n):
+    """Numba's thread count set to ``n`` inside the block, and restored after it."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def rel_tol(multiple: float) -> float:

@@ -7,7 +7,6 @@ and on two; the whole solver with the halves against the single pass.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 
@@ -17,7 +16,7 @@ from rmt.freeprob.mp import MPSystem
 from rmt.kernels._generated.freeprob_small import MOMENTS, PIVOTS
 from rmt.kernels.freeprob_halves import min_pivot_halves, moments_halves
 
-from .conftest import assert_same_theory
+from .conftest import ALL_THREADS, assert_same_theory, numba_threads
 
 
 def halves_of(m, N, seed):
@@ -43,19 +42,16 @@ def test_moments_over_halves_match_one_pass_and_numpy(m):
     EF, JF = np.zeros((m, m)), np.zeros((p, p))
     assert MOMENTS[m](Dv, w, G, inv_delta, True, EF, JF) == 0
     EFh, JFh = np.zeros((m, m)), np.zeros((p, p))
-    assert moments_halves(m, *halves, G, inv_delta, True, EFh, JFh) == 0
+    with numba_threads(ALL_THREADS):
+        assert moments_halves(m, *halves, G, inv_delta, True, EFh, JFh) == 0
     np.testing.assert_allclose(EFh, EF, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(JFh, JF, rtol=1e-13, atol=1e-15)
     F = np.linalg.solve(np.eye(m) + D @ G * inv_delta, D)
     np.testing.assert_allclose(EFh, np.einsum("n,nab->ab", w, F), rtol=1e-12, atol=1e-14)
     # the same bits on one thread as on two: the halves are added in a fixed order
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         EF1, JF1 = np.zeros((m, m)), np.zeros((p, p))
         moments_halves(m, *halves, G, inv_delta, True, EF1, JF1)
-    finally:
-        numba.set_num_threads(before)
     assert np.array_equal(EF1, EFh) and np.array_equal(JF1, JFh)
     # a singular node in the second half is counted: D = e_0 e_0^T against G = -delta I
     Dv2 = halves[1].copy()

@@ -1,7 +1,6 @@
 """Internals of our (block) Lanczos: Gram-Schmidt with the DGKS second pass, the Numba basis
 kernels, and residuals taken from the products already made (no extra pass)."""
 
-import numba
 import numpy as np
 import pytest
 
@@ -13,6 +12,8 @@ from rmt.kernels.lanczos import (
     project_step,
     subtract_combination,
 )
+
+from .conftest import ALL_THREADS, numba_threads
 
 EPS = np.finfo(np.float64).eps
 
@@ -37,13 +38,10 @@ def test_basis_kernels_match_blas_and_thread_count(b, rng):
     got = W.copy(order="F")
     subtract_combination(Q.T, H[5:], got.T, 5)
     np.testing.assert_allclose(got, W - Q[:, 5:] @ H[5:], rtol=0, atol=100 * EPS * np.abs(W).max())
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one = basis_coefficients(Q.T, W.T, 0)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(basis_coefficients(Q.T, W.T, 0), one)
+    with numba_threads(ALL_THREADS):
+        np.testing.assert_array_equal(basis_coefficients(Q.T, W.T, 0), one)
 
 
 def test_project_step_matches_numpy_and_thread_count(rng):
@@ -60,7 +58,8 @@ def test_project_step_matches_numpy_and_thread_count(rng):
     ref = mid - Q @ hf
     H0 = rng.standard_normal((j, b))  # H is added to, not overwritten
     H, got = H0.copy(), W.copy(order="F")
-    before, after = project_step(Q.T, local, got.T, H)
+    with numba_threads(ALL_THREADS):
+        before, after = project_step(Q.T, local, got.T, H)
     scale = np.abs(W).max()
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e3 * EPS * scale)
     expected = H0 + hf
@@ -68,13 +67,9 @@ def test_project_step_matches_numpy_and_thread_count(rng):
     np.testing.assert_allclose(H, expected, rtol=0, atol=1e3 * EPS * scale)
     np.testing.assert_allclose(before, np.linalg.norm(mid, axis=0), rtol=1e-13)
     np.testing.assert_allclose(after, np.linalg.norm(ref, axis=0), rtol=1e-13)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one, H1 = W.copy(order="F"), H0.copy()
         norms1 = project_step(Q.T, local, one.T, H1)
-    finally:
-        numba.set_num_threads(threads)
     np.testing.assert_array_equal(one, got)
     np.testing.assert_array_equal(H1, H)
     np.testing.assert_array_equal(np.array(norms1), np.array((before, after)))

@@ -13,7 +13,6 @@ two there) are ``slow``: ``make test-all`` runs them, the CI suite tests the ker
 dispatches.  Every path runs in CI on a CPU that dispatches it.
 """
 
-import numba
 import numpy as np
 import pytest
 
@@ -39,6 +38,7 @@ from rmt.kernels.simd import (
     simd_w1_pipe,
 )
 
+from .conftest import ALL_THREADS, numba_threads
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
 
 #: (m, b) with b*m = 8, 16, 24, 32: one case per kernel and width
@@ -191,13 +191,10 @@ THREAD_KERNELS = [
 def test_simd_kernels_do_not_depend_on_thread_count(kernel, m, b, rng):
     """Fixed row chunks summed in order: bit-identical on 1 and on all threads."""
     X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=29)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one = kernel(X, D, Vt, 8)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
+    with numba_threads(ALL_THREADS):
+        np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 8, 29, 64])
@@ -273,13 +270,10 @@ def test_panel_kernels_widen_float32_rows(kernel, rows, rng):
 @pytest.mark.parametrize("kernel, rows", PANEL_PATHS)
 def test_panel_kernel_does_not_depend_on_thread_count(kernel, rows, rng):
     X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, rows, 3, rng)
-    threads = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one = kernel(X, D, Vt, 8, budget)
-    finally:
-        numba.set_num_threads(threads)
-    np.testing.assert_array_equal(kernel(X, D, Vt, 8, budget), one)
+    with numba_threads(ALL_THREADS):
+        np.testing.assert_array_equal(kernel(X, D, Vt, 8, budget), one)
 
 
 @pytest.mark.slow
