@@ -16,8 +16,8 @@ def pytest_configure(config):
     Numba's kernels and BLAS on one thread.  Two workers of two threads each oversubscribe the
     cores, and a parallel kernel then waits at its barriers for a thread that is not running
     (on a 2-core Zen 3 a learning test took 207 s against 16 s in a serial run).  Tests that
-    compare thread counts set them themselves (``numba.set_num_threads(2)``, up to
-    ``NUMBA_NUM_THREADS``, which stays the machine's core count)."""
+    compare thread counts set both themselves (:func:`numba_threads` with 1 and
+    :data:`ALL_THREADS`: ``NUMBA_NUM_THREADS`` stays the machine's core count)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
         return
     from threadpoolctl import threadpool_limits
