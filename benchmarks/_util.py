@@ -187,6 +187,12 @@ def _cpuinfo_field(name: str) -> str:
     return ""
 
 
+#: a square DGEMM of this size, timed in a run beside the kernels: the machine's compute
+#: ceiling (DGEMM runs at the FMA peak)
+GEMM_N = 2000
+GEMM_NAME = f"DGEMM {GEMM_N}^3 (compute ceiling)"
+
+
 def peak_share(flops: float, seconds: float, gemm_rate: float) -> float:
     """The share of the in-run DGEMM rate (flop/s; DGEMM runs at the FMA peak) that doing
     ``flops`` in ``seconds`` takes: above 1, no kernel can do it in that time on this machine."""

@@ -43,6 +43,8 @@ import time
 import numpy as np
 from _kernels import stream_pass
 from _util import (
+    GEMM_N,
+    GEMM_NAME,
     cpu_info,
     fmt_ms,
     measure,
@@ -58,8 +60,6 @@ from rmt.kernels.hessian import hvp_fused, hvp_kernel
 from rmt.kernels.simd import SIMD_TARGET, TARGETS
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
-GEMM_N = 2000  # a square DGEMM of this size, timed in the run: the machine's compute ceiling
-GEMM_NAME = f"DGEMM {GEMM_N}^3 (compute ceiling)"
 
 
 def parse_args(argv=None):

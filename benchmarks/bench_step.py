@@ -26,7 +26,16 @@ import sys
 import tempfile
 
 import numpy as np
-from _util import LoadMeter, cpu_info, fmt_ms, peak_share, set_threads, time_runs
+from _util import (
+    GEMM_N,
+    GEMM_NAME,
+    LoadMeter,
+    cpu_info,
+    fmt_ms,
+    peak_share,
+    set_threads,
+    time_runs,
+)
 
 import rmt
 from rmt.kernels.descent import step_candidates, step_kernels
@@ -36,9 +45,6 @@ try:
     from _kernels import stream_pass
 except ImportError:  # pragma: no cover - older layout
     from rmt.kernels.hessian import stream_pass
-
-GEMM_N = 2000  # a square DGEMM timed in the run: the FMA peak, as in bench_hvp.py
-GEMM_NAME = f"DGEMM {GEMM_N}^3 (compute ceiling)"
 
 
 def parse_args(argv=None):
