@@ -4,7 +4,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import numba
 import numpy as np
 import pytest
 
@@ -15,6 +14,8 @@ from rmt.kernels.descent import LANE_STEP_WIDTHS, step_candidates, step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES
 from rmt.kernels.hessian import default_chunks
 from rmt.kernels.simd import PIPELINED_WIDTHS, SIMD_TARGET, grad4_c4
+
+from .conftest import ALL_THREADS, numba_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,15 +141,11 @@ def test_kernel_gradient_matches_finite_differences(rng, act):
 def test_kernels_bit_identical_for_1_and_2_threads(rng, m):
     net, data, W = _problem(rng, "softplus", "huber", m, n=1001, d=33)
     grad_kernel, loss_kernel = step_kernels(m)
-    before = numba.get_num_threads()
-    try:
-        results = []
-        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
-            numba.set_num_threads(threads)
+    results = []
+    for threads in (1, min(2, ALL_THREADS)):
+        with numba_threads(threads):
             total, G = _kernel_call(grad_kernel, net, data, W)
             results.append((total, G, _kernel_call(loss_kernel, net, data, W)))
-    finally:
-        numba.set_num_threads(before)
     (t1, G1, f1), (t2, G2, f2) = results
     assert t1 == t2 and f1 == f2
     np.testing.assert_array_equal(G1, G2)
@@ -336,10 +333,8 @@ def test_no_plateau_without_a_peak_drop():
 def one_thread():
     """Small problems run on one Numba thread: on a loaded machine the parallel region's
     barrier costs more than the pass (the results are bit-identical either way)."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(before)
+    with numba_threads(1):
+        yield
 
 
 def _phase_retrieval_run(delta, d, steps, stop_after_escape=None):

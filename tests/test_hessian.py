@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rmt
-from tests.conftest import assert_operator_matches_dense
+from tests.conftest import ALL_THREADS, assert_operator_matches_dense, numba_threads
 
 A2 = np.array([0.9, -0.6])
 
@@ -120,16 +120,10 @@ def test_bad_inputs(rng):
 
 def test_products_do_not_depend_on_the_thread_count(rng):
     """Fixed row chunks summed in a fixed order: bit-identical results on 1 or 2 threads."""
-    import numba
-
     net, data, W, H = _setup(rng, "softplus", "huber", m=4, n=2003, d=40)
     V = rng.standard_normal((H.shape[0], 3))
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
+    with numba_threads(1):
         one = H.matmat(V)
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    with numba_threads(min(2, ALL_THREADS)):
         two = H.matmat(V)
-    finally:
-        numba.set_num_threads(before)
     np.testing.assert_array_equal(one, two)
