@@ -147,8 +147,9 @@ def fmt_ms(seconds: float) -> str:
 
 
 def cpu_info() -> dict:
-    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2, for the line
-    that names the CPU beside every figure."""
+    """CPU model (lscpu "Model name") and the widest SIMD among avx512f / avx2 (with the
+    codegen where an emulation script set it), for the line that names the CPU beside every
+    figure."""
     import subprocess
 
     model = "unknown"
@@ -166,6 +167,11 @@ def cpu_info() -> dict:
     simd = (
         "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
     )
+    # the codegen of emulate_avx2.py / emulate_128.py is not the CPU's own
+    if "+prefer-128-bit" in os.environ.get("NUMBA_CPU_FEATURES", ""):
+        simd += "; Numba code for 128-bit vectors (emulate_128.py)"
+    elif os.environ.get("NUMBA_CPU_NAME"):
+        simd += f"; Numba code for {os.environ['NUMBA_CPU_NAME']}"
     # "AMD EPYC" names Zen 3 and Zen 4 alike: the family and model tell them apart
     family = _cpuinfo_field("cpu family")
     number = _cpuinfo_field("model")

@@ -1,0 +1,94 @@
+"""Run a command with the ``portable`` path compiled for 128-bit vectors (issue 15: ARM NEON).
+
+No ARM machine was available. NEON vectors are 128 bits wide (2 doubles), with FMA, and the
+``portable`` path (plain Numba kernels, no x86 intrinsics) is what such a machine runs. This
+script runs a command with:
+
+* the variables of :func:`emulate_avx2.avx2_environment` (Haswell codegen, no AVX-512), plus
+  LLVM's ``prefer-128-bit`` tuning, so the loop vectoriser emits ``<2 x double>`` FMAs on
+  ``xmm`` registers;
+* ``RMT_SIMD=portable``, so no explicit ``<4 x double>`` kernel runs;
+* its own ``NUMBA_CACHE_DIR`` (``/tmp/numba_v128``).
+
+OpenBLAS keeps its AVX2 kernels: ``DGEMM`` in the same run is the 256-bit ceiling. On a Zen 3
+both FMA pipes take one FMA a cycle whatever its width up to 256 bits, so 128-bit code has half
+that ceiling. What the proxy cannot show: AArch64 has 32 vector
+registers (the proxy 16), and ARM cores differ in FMA pipes (Neoverse N1: two 128-bit, as
+here; Apple's large cores: four) and in memory bandwidth.
+
+Run: ``python benchmarks/emulate_128.py [--check] -- python benchmarks/bench_hvp.py ...``;
+``--check`` compiles the portable product of m = 4 under both codegens (128-bit and native) and
+counts its FP vector instructions by register width.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    from emulate_avx2 import avx2_environment
+except ImportError:  # imported as benchmarks.emulate_128
+    from benchmarks.emulate_avx2 import avx2_environment
+
+CACHE_DIR = "/tmp/numba_v128"
+#: the marker in ``NUMBA_CPU_FEATURES`` that ``_util.cpu_info`` reports
+PREFER_128 = "+prefer-128-bit"
+
+
+def v128_environment(base: dict | None = None) -> dict:
+    """``base`` (default ``os.environ``) with the variables that make Numba compile the
+    portable path for 128-bit vectors."""
+    env = avx2_environment(base)
+    env.update(
+        NUMBA_CPU_FEATURES=env["NUMBA_CPU_FEATURES"] + "," + PREFER_128,
+        NUMBA_CACHE_DIR=CACHE_DIR,
+        RMT_SIMD="portable",
+    )
+    env.pop("OPENBLAS_CORETYPE", None)
+    return env
+
+
+CHECK = """
+import collections, re
+import numpy as np
+from rmt.kernels.hessian import hvp_kernel
+
+X = np.ones((40, 16)); D = np.ones((40, 4, 4))
+k = hvp_kernel(4, 4, "portable")
+k(X, D, np.ones((4, 16)), 2)
+asm = k.inspect_asm(k.signatures[0])
+ops = collections.Counter(re.findall(r"\\bv(fmadd|fnmadd|mul|add)\\w*pd\\s+[^\\n]*%(xmm|ymm|zmm)", asm))
+print("portable", k.__name__, "FP vector ops by register:",
+      dict(collections.Counter(w for (_, w), c in ops.items() for _ in range(c))))
+
+"""
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: emulate_128.py [--check] [--] command ...  (portable path, 128-bit codegen)")
+        return
+    env = v128_environment()
+    if argv[:1] == ["--check"]:
+        # inspect_asm needs a fresh compile: Numba keeps no asm of code loaded from a cache
+        for label, run_env in (("128-bit", env), ("native", dict(os.environ))):
+            with tempfile.TemporaryDirectory(prefix="numba_v128_check") as fresh:
+                print(f"[{label} codegen]", flush=True)
+                run_env = dict(run_env, NUMBA_CACHE_DIR=fresh)
+                subprocess.run([sys.executable, "-c", CHECK], env=run_env, check=True)
+        argv = argv[1:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if argv:
+        try:
+            sys.exit(subprocess.run(argv, env=env).returncode)
+        except FileNotFoundError:
+            sys.exit(f"emulate_128.py: no such command: {argv[0]}")
+
+
+if __name__ == "__main__":
+    main()
