@@ -24,14 +24,12 @@ compares it with numpy on random data and counts its FP vector instructions by r
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 try:
-    from emulate_avx2 import avx2_environment
+    from emulate_avx2 import avx2_environment, run_emulated
 except ImportError:  # imported as benchmarks.emulate_128
-    from benchmarks.emulate_avx2 import avx2_environment
+    from benchmarks.emulate_avx2 import avx2_environment, run_emulated
 
 CACHE_DIR = "/tmp/numba_v128"
 #: the marker in ``NUMBA_CPU_FEATURES`` that ``_util.cpu_info`` reports
@@ -77,21 +75,8 @@ def main(argv=None):
         print("usage: emulate_128.py [--check] [--] command ...  (portable path, 128-bit codegen)")
         return
     env = v128_environment()
-    if argv[:1] == ["--check"]:
-        # inspect_asm needs a fresh compile: Numba keeps no asm of code loaded from a cache
-        for label, run_env in (("128-bit", env), ("native", dict(os.environ))):
-            with tempfile.TemporaryDirectory(prefix="numba_v128_check") as fresh:
-                print(f"[{label} codegen]", flush=True)
-                run_env = dict(run_env, NUMBA_CACHE_DIR=fresh)
-                subprocess.run([sys.executable, "-c", CHECK], env=run_env, check=True)
-        argv = argv[1:]
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if argv:
-        try:
-            sys.exit(subprocess.run(argv, env=env).returncode)
-        except FileNotFoundError:
-            sys.exit(f"emulate_128.py: no such command: {argv[0]}")
+    checks = [("128-bit codegen", env, CHECK), ("native codegen", dict(os.environ), CHECK)]
+    run_emulated(argv, env, checks, "emulate_128.py")
 
 
 if __name__ == "__main__":

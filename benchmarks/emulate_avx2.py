@@ -57,6 +57,28 @@ for cols in (4, 8, 32):
 """
 
 
+def run_emulated(argv, env, checks, name):
+    """The command line of an emulation script, ``[--check] [--] command ...``: with
+    ``--check``, each ``(label, environment, code)`` of ``checks`` runs first as ``python -c
+    code`` in a fresh Numba cache (``inspect_asm`` needs a fresh compile: Numba keeps no asm of
+    code loaded from a cache); then ``command`` runs in ``env`` and its exit status is ours."""
+    if argv[:1] == ["--check"]:
+        for label, check_env, code in checks:
+            with tempfile.TemporaryDirectory(prefix="numba_emulate_check") as fresh:
+                if label:
+                    print(f"[{label}]", flush=True)
+                run_env = dict(check_env, NUMBA_CACHE_DIR=fresh)
+                subprocess.run([sys.executable, "-c", code], env=run_env, check=True)
+        argv = argv[1:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if argv:
+        try:
+            sys.exit(subprocess.run(argv, env=env).returncode)
+        except FileNotFoundError:
+            sys.exit(f"{name}: no such command: {argv[0]}")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
@@ -65,19 +87,7 @@ def main(argv=None):
         )
         return
     env = avx2_environment()
-    if argv[:1] == ["--check"]:
-        # inspect_asm needs a fresh compile: Numba keeps no asm of code loaded from a cache
-        with tempfile.TemporaryDirectory(prefix="numba_avx2_check") as fresh:
-            check_env = dict(env, NUMBA_CACHE_DIR=fresh)
-            subprocess.run([sys.executable, "-c", CHECK], env=check_env, check=True)
-        argv = argv[1:]
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if argv:
-        try:
-            sys.exit(subprocess.run(argv, env=env).returncode)
-        except FileNotFoundError:
-            sys.exit(f"emulate_avx2.py: no such command: {argv[0]}")
+    run_emulated(argv, env, [("", env, CHECK)], "emulate_avx2.py")
 
 
 if __name__ == "__main__":
