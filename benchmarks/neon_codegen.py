@@ -24,7 +24,11 @@ What this cannot show: the memory system (DRAM bandwidth per core, prefetchers),
 goals relative to a pass over ``X``. ``docs``-level arithmetic for those is in
 ``benchmarks/RESULTS.md`` ("ARM NEON: argued from the kernels' arithmetic").
 
-Run: ``python benchmarks/neon_codegen.py [--cpu neoverse-n1 apple-m1] [--asm DIR]``.
+``--portable`` does the same for the portable path's product of one vector (``hvp_m4``), the
+default on ARM: Numba compiles it with ``NUMBA_OPT=0`` and LLVM's ``O3`` pipeline then runs for
+the ARM core, so that the loop vectoriser sizes it for NEON rather than for this machine.
+
+Run: ``python benchmarks/neon_codegen.py [--cpu neoverse-n1 apple-m1] [--asm DIR] [--portable]``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ from pathlib import Path
 
 # inspect_llvm needs a fresh compile: Numba keeps no IR of code loaded from a cache
 os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="rmt_neon_codegen")
+if (
+    "--portable" in sys.argv[1:]
+):  # LLVM must vectorise for AArch64: Numba hands over its IR unoptimised
+    os.environ["NUMBA_OPT"] = "0"
 
 TRIPLE = "aarch64-unknown-linux-gnu"
 #: FMA pipes (128-bit), loads and stores a cycle of each core (see the module docstring)
@@ -99,8 +107,10 @@ def retarget(ir: str, target_data: str) -> str:
     return re.sub(r"^declare [^\n]*@llvm\.x86\.[^\n]*$", "", ir, flags=re.M)
 
 
-def aarch64_asm(ir: str, cpu: str) -> str:
-    """AArch64 assembly of the LLVM module ``ir`` for ``cpu`` (``-O3``)."""
+def aarch64_asm(ir: str, cpu: str, optimise: bool = False) -> str:
+    """AArch64 assembly of the LLVM module ``ir`` for ``cpu`` (``-O3`` code generation); with
+    ``optimise``, LLVM's ``O3`` pipeline runs first for that target (loop and SLP vectorisers
+    with AArch64's cost model), as Numba's own pipeline would on an ARM machine."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
@@ -108,6 +118,11 @@ def aarch64_asm(ir: str, cpu: str) -> str:
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(cpu=cpu, features="+neon", opt=3)
     mod = llvm.parse_assembly(retarget(ir, str(tm.target_data)))
     mod.verify()
+    if optimise:
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
     return tm.emit_assembly(mod)
 
 
@@ -178,13 +193,41 @@ def analyse(label, kernel, args, cpus, asm_dir=None):
     return rows
 
 
+def portable(cpus, asm_dir=None):
+    """Print the hottest loops of the portable path's product of one vector of m = 4
+    (``hvp_m4``, vectorised by LLVM along ``d``), compiled for each core of ``cpus``."""
+    import numpy as np
+
+    from rmt.kernels.hessian import hvp_kernel
+
+    k = hvp_kernel(4, 4, "portable")
+    k(np.ones((40, 16)), np.ones((40, 4, 4)), np.ones((4, 16)), 2)
+    ir = k.inspect_llvm(k.signatures[0])
+    print(f"AArch64 codegen ({TRIPLE}) of the portable path's {k.__name__}, vectorised by LLVM's "
+          "O3 pipeline for each core; its two hottest loops:")  # fmt: skip
+    for cpu in cpus:
+        asm = aarch64_asm(ir, cpu, optimise=True)
+        if asm_dir:
+            Path(asm_dir, f"portable_{k.__name__}_{cpu}.s").write_text(asm)
+        for c in sorted(map(count, innermost_loops(asm)), key=lambda c: -c["fma"])[:2]:
+            cycles, share = bound(c, CORES[cpu])
+            print(f"  {k.__name__:8s} {cpu:12s} fma {c['fma']:3d} fp {c['fp']:3d} ld {c['ld']:3d} "
+                  f"st {c['st']:3d} spill {c['spill']:3d}  {cycles:5.1f} cycles, {share:4.0%} "
+                  "of the FMA peak in L1")  # fmt: skip
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cpu", nargs="+", default=list(CORES), choices=list(CORES))
     p.add_argument("--asm", default=None, help="also write each loop's assembly to this folder")
+    p.add_argument("--portable", action="store_true",
+                   help="the portable path's product instead (Numba's IR unoptimised)")  # fmt: skip
     args = p.parse_args(argv)
     if args.asm:
         Path(args.asm).mkdir(parents=True, exist_ok=True)
+    if args.portable:
+        portable(args.cpu, args.asm)
+        return 0
     print(f"AArch64 codegen ({TRIPLE}, -O3) of the avx2 path's <4 x double> micro-kernels; "
           "per iteration of each loop (one entry of d; two for the pairs):")  # fmt: skip
     print(f"  {'loop':18s} {'core':12s} {'fma':>4s} {'fp':>4s} {'ld':>4s} {'st':>4s} {'spill':>5s}"
