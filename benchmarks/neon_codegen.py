@@ -21,8 +21,8 @@ L = 3, S = 2``. AArch64 has 32 vector registers of 128 bits: the 16 ``ymm`` of 4
 the AVX2 kernels are sized for are exactly 32 NEON registers.
 
 What this cannot show: the memory system (DRAM bandwidth per core, prefetchers), which sets the
-goals relative to a pass over ``X``. ``docs``-level arithmetic for those is in
-``benchmarks/RESULTS.md`` ("ARM NEON: argued from the kernels' arithmetic").
+goals relative to a pass over ``X``. The arithmetic for those, in flops per byte of ``X``, is in
+``benchmarks/RESULTS.md``, section "ARM NEON".
 
 ``--portable`` does the same for the portable path's product of one vector (``hvp_m4``), the
 default on ARM: Numba compiles it with ``NUMBA_OPT=0`` and LLVM's ``O3`` pipeline then runs for
