@@ -168,7 +168,11 @@ def cpu_info() -> dict:
         "avx512f (512-bit)" if "avx512f" in flags else "avx2 (256-bit)" if "avx2" in flags else "?"
     )
     # the codegen of emulate_avx2.py / emulate_128.py is not the CPU's own
-    if "+prefer-128-bit" in os.environ.get("NUMBA_CPU_FEATURES", ""):
+    try:
+        from emulate_128 import PREFER_128
+    except ImportError:  # imported as benchmarks._util
+        from benchmarks.emulate_128 import PREFER_128
+    if PREFER_128 in os.environ.get("NUMBA_CPU_FEATURES", ""):
         simd += "; Numba code for 128-bit vectors (emulate_128.py)"
     elif os.environ.get("NUMBA_CPU_NAME"):
         simd += f"; Numba code for {os.environ['NUMBA_CPU_NAME']}"
