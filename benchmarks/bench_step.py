@@ -56,7 +56,13 @@ def parse_args(argv=None):
     p.add_argument("--run", type=int, default=5, help="consecutive calls per timed run")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=20261130)
-    p.add_argument("--json", default="benchmarks/results/bench_step.json")
+    p.add_argument(
+        "--json",
+        default=os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "results", "bench_step.json"
+        ),
+        help="where to write the JSON (default: results/bench_step.json beside this script)",
+    )
     return p.parse_args(argv)
 
 
