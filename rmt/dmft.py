@@ -19,8 +19,10 @@ Monte Carlo sample (no damping is needed; see docs/dmft.md section 8.5):
 - d-side: linear and Gaussian, so ``M(t)``, ``Phi(t)``, ``R_w(t, s)`` and ``Q_perp(t, s)``
   are deterministic recursions (no sampling).
 
-Cost: ``8 N^2`` bytes for the Gaussian matrix of (D7), ``O(N m^2 T^2 / 2)`` memory for the
-responses and ``O(N m^3 T^3 / 6)`` flops (m = 2, T = 100, N = 3000: about 20 s).
+Cost: ``O(N m^3 T^3 / 6)`` multiply-adds for the responses, by reverse mode in
+``rmt.kernels.dmft`` (``O(m^2 T)`` memory a draw), ``8 N^2`` bytes for the Gaussian matrix of
+(D7) and ``O(T^2 m^2 + N m^2 T)`` for the rest (:func:`solve_bytes`).  Phase retrieval,
+m = 3, N = 1500, 150 steps: 4-5 s on 2 Zen 3 cores (2026-12-04).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._validation import check_nonneg_float, check_positive_float, check_positive_int
+from .kernels.dmft import PAD, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
 
@@ -156,9 +160,16 @@ class _Problem:
 
 
 def solve_bytes(n_samples: int, m: int, steps: int) -> int:
-    """Memory of a solve: the responses ``d psi^t / d eta^s`` (``4 N m^2 T^2`` bytes), the
-    Gaussian matrix of (D7) (``8 N^2``) and the per-sample paths (``16 N m T``)."""
-    return 4 * n_samples * m * m * steps * steps + 8 * n_samples**2 + 16 * n_samples * m * steps
+    """Memory of a solve, in bytes: the two-time kernels and their copies in the result (about
+    ``56 (T+1)^2 m^2``), the Jacobians of every draw and step (``8 T m^2 N'``, ``N'`` the
+    draws padded to a multiple of ``PAD``) and the response kernel's partial rows (at most
+    ``4 N' (T+1) m^2``), the Gaussian matrix of (D7) (``8 N^2``) and the per-sample paths
+    (``24 N m T``).  The responses themselves take ``O(m^2 T)`` a draw (reverse mode,
+    ``rmt.kernels.dmft``)."""
+    T, n_pad = steps, -(-n_samples // PAD) * PAD
+    kernels = 56 * (T + 1) ** 2 * m * m
+    draws = 8 * T * m * m * n_pad + 4 * n_pad * (T + 1) * m * m
+    return kernels + draws + 8 * n_samples**2 + 24 * n_samples * m * T
 
 
 def _physical_memory() -> int | None:
@@ -211,29 +222,52 @@ def _psi(net, U, y):
 def _solve(prob, draws) -> DMFTResult:
     st = _State.empty(prob)
     message, ok = "converged: causal sweep over the time grid", True
-    for t in range(prob.T):
-        try:
-            _n_side_step(prob, draws, st, t)
-        except FloatingPointError as err:
-            message, ok = f"failed at step {t}: {err}", False
-            break
-        _d_side_step(prob, draws, st, t)
+    # BLAS on one thread: its products here are small, and its threads, spinning after each
+    # call, slowed the parallel response kernel that follows by 1.5x (2 cores, 2026-12-04)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for t in range(prob.T):
+            try:
+                _n_side_step(prob, draws, st, t)
+            except FloatingPointError as err:
+                message, ok = f"failed at step {t}: {err}", False
+                break
+            _d_side_step(prob, draws, st, t)
     return _result(prob, draws, st, ok, message)
+
+
+def _blocks(flat, m):
+    """The ``(T, T, m, m)`` view ``A[t, s] = flat[t m : (t+1) m, s m : (s+1) m]`` of a flat
+    two-time kernel (the flat form is what the matrix products of a step use)."""
+    T = flat.shape[0] // m
+    return flat.reshape(T, m, T, m).transpose(0, 2, 1, 3)
 
 
 @dataclass
 class _State:
     M: np.ndarray  # (T+1, m, k)
     Phi: np.ndarray  # (T+1, m, m)
-    R_w: np.ndarray  # (T+1, T+1, m, m), R_w[t, s], s < t
+    Rw: np.ndarray  # ((T+1) m, (T+1) m), flat: R_w(t, s)_{ij} = Rw[t m + i, s m + j], s < t
     Qp: np.ndarray  # (T+1, T+1, m, m)
-    C: np.ndarray  # (T, T, m, m)
+    Cf: np.ndarray  # (T m, T m), flat: C_psi(t, s)_{ij} = Cf[t m + i, s m + j]
     R: np.ndarray  # (T, T, m, m)
-    psi: list  # psi^s, (N, m)
-    dpsi: list  # dpsi[s] (m, s+1, N, m): d psi^s / d eta^{s'} for s' <= s, row index first
+    KT: np.ndarray  # ((T+1) m, (T+1) m) = (lr/delta) Rw^T: row p m + k, column q m + j
+    J: np.ndarray  # (T, m, m, N padded to a multiple of PAD): J[s, :, :, n] = d psi_n^s / d u
+    P: np.ndarray  # (N, T m): psi^s in columns s m .. s m + m - 1
     loss: np.ndarray
     xi: list  # xi^s, (N, m): the cavity field (the Gaussian process of (D1))
     u: list  # u^s, (N, m): the pre-activations, self-term included
+
+    @property
+    def R_w(self):
+        return _blocks(self.Rw, self.Phi.shape[1])
+
+    @property
+    def C(self):
+        return _blocks(self.Cf, self.Phi.shape[1])
+
+    def psi(self, s):
+        m = self.Phi.shape[1]
+        return self.P[:, s * m : (s + 1) * m]
 
     @classmethod
     def empty(cls, prob):
@@ -244,17 +278,29 @@ class _State:
         Qp[0, 0] = prob.init**2 * np.eye(m)
         M = np.zeros((T + 1, m, k))
         M[0] = prob.M0
-        z4 = np.zeros((T, T, m, m))
-        zr = np.zeros((T + 1, T + 1, m, m))
-        return cls(M, Phi, zr, Qp, z4, z4.copy(), [], [], np.full(T, np.nan), [], [])
+        D = (T + 1) * m
+        J = np.zeros((T, m, m, -(-prob.N // PAD) * PAD))
+        return cls(
+            M,
+            Phi,
+            np.zeros((D, D)),
+            Qp,
+            np.zeros((T * m, T * m)),
+            np.zeros((T, T, m, m)),
+            np.zeros((D, D)),
+            J,
+            np.zeros((prob.N, T * m)),
+            np.full(T, np.nan),
+            [],
+            [],
+        )
 
 
 def _n_side_step(prob, draws, st, t) -> None:
     """Eqs. (D1)-(D3) at time ``t``: ``xi^t``, ``u^t``, ``psi^t`` and the responses."""
     lr, dl, m = prob.lr, prob.delta, prob.m
-    B = np.zeros((prob.N, m))  # B^t = sum_{s<t} psi^s R_w(t,s)^T
-    for s in range(t):
-        B += st.psi[s] @ st.R_w[t, s].T
+    a, b = t * m, (t + 1) * m
+    B = st.P[:, :a] @ st.Rw[a:b, :a].T  # B^t = sum_{s<t} psi^s R_w(t,s)^T
     xi = prob.init * draws["g0"] @ st.Phi[t].T + (lr / np.sqrt(dl * prob.N)) * (draws["H"] @ B)
     r = xi - (lr / dl) * B
     U = draws["z"] @ st.M[t].T + r
@@ -262,27 +308,18 @@ def _n_side_step(prob, draws, st, t) -> None:
     if not (np.all(np.isfinite(psi)) and np.all(np.isfinite(J))):
         raise FloatingPointError("non-finite psi or Jacobian in the per-sample process")
     st.loss[t] = float(np.mean(ell))
-    # responses, stored row-index first: dpsi[t][i, s, n, k] = (d psi_n^t / d eta^s)_{ik}
-    dr = np.zeros((m, t + 1) + psi.shape)
-    dr[:, t] = np.eye(m)[:, None, :]
-    for sp in range(
-        t
-    ):  # dr^t/deta^s = delta_ts - (lr/delta) sum_{s<=s'<t} R_w(t,s') dpsi^s'/deta^s
-        block = st.dpsi[sp].reshape(m, -1)
-        dr[:, : sp + 1] -= ((lr / dl) * st.R_w[t, sp] @ block).reshape(st.dpsi[sp].shape)
-    dpsi = np.zeros_like(dr)
-    for i in range(m):
-        for j in range(m):
-            dpsi[i] += J[None, :, i, j, None] * dr[j]
-    st.psi.append(psi)
-    st.dpsi.append(dpsi)
+    # responses by reverse mode (rmt.kernels.dmft): R_psi(t, p) = E[J^t d r^t / d eta^p]
+    N = psi.shape[0]
+    st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
+    row = np.empty((t + 1, m, m))
+    response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
+    st.P[:, a:b] = psi
     st.xi.append(xi)
     st.u.append(U)
-    N = psi.shape[0]
-    st.R[t, : t + 1] = np.transpose(dpsi.mean(axis=2), (1, 0, 2))
-    for s in range(t + 1):
-        st.C[t, s] = psi.T @ st.psi[s] / N
-        st.C[s, t] = st.C[t, s].T
+    st.R[t, : t + 1] = row / N
+    c_row = psi.T @ st.P[:, :b] / N  # C_psi(t, s), s <= t
+    st.Cf[a:b, :b] = c_row
+    st.Cf[:b, a:b] = c_row.T
 
 
 def _d_side_step(prob, draws, st, t) -> None:
@@ -292,9 +329,12 @@ def _d_side_step(prob, draws, st, t) -> None:
     R_t = st.R[t, : t + 1]  # R_psi(t, p), p <= t
     st.M[t + 1] = keep * st.M[t] - lr * _mu(prob, draws, st, t)
     st.Phi[t + 1] = keep * st.Phi[t] - lr * np.einsum("pij,pjk->ik", R_t, st.Phi[: t + 1])
-    memory = np.einsum("pij,psjk->sik", R_t, st.R_w[: t + 1, : t + 1])  # R_w(p, s) = 0, p <= s
-    st.R_w[t + 1, : t + 1] = keep * st.R_w[t, : t + 1] - lr * memory
-    st.R_w[t + 1, t] += np.eye(m)
+    a, b, c = t * m, (t + 1) * m, (t + 2) * m
+    # sum_p R_psi(t, p) R_w(p, s), s <= t (R_w(p, s) = 0 for p <= s), flat: (m, (t+1) m)
+    memory = np.transpose(R_t, (1, 0, 2)).reshape(m, b) @ st.Rw[:b, :b]
+    st.Rw[b:c, :b] = keep * st.Rw[a:b, :b] - lr * memory
+    st.Rw[b:c, a:b] += np.eye(m)
+    st.KT[:b, b:c] = (lr / prob.delta) * st.Rw[b:c, :b].T
     row = _q_perp_row(prob, st, t + 1)
     st.Qp[t + 1, : t + 2] = row
     st.Qp[: t + 2, t + 1] = np.swapaxes(row, 1, 2)
@@ -310,15 +350,17 @@ def _mu(prob, draws, st, t) -> np.ndarray:
     """
     if prob.model.even and not np.any(st.M[: t + 1]):
         return np.zeros((prob.m, prob.k))
-    return st.psi[t].T @ draws["z"] / st.psi[t].shape[0]
+    return st.psi(t).T @ draws["z"] / prob.N
 
 
 def _q_perp_row(prob, st, t) -> np.ndarray:
     """Eq. (D6) for ``s <= t``: ``init^2 Phi(t) Phi(s)^T + (lr^2/delta) sum_{p<t, q<s}
     R_w(t,p) C(p,q) R_w(s,q)^T`` (``R_w(s, q) = 0`` for ``q >= s`` makes the sums full)."""
-    n = t  # C is known on [0, t) x [0, t)
-    left = np.einsum("pij,pqjk->qik", st.R_w[t, :n], st.C[:n, :n])
-    noise = np.einsum("qik,sqlk->sil", left, st.R_w[: t + 1, :n])
+    m = prob.m
+    a, n = t * m, t * m  # C is known on [0, t) x [0, t)
+    left = st.Rw[a : a + m, :n] @ st.Cf[:n, :n]  # (m, t m): sum_p R_w(t,p) C(p,q)
+    noise = left @ st.Rw[: a + m, :n].T  # (m, (t+1) m): ... R_w(s,q)^T, column block s
+    noise = np.transpose(noise.reshape(m, t + 1, m), (1, 0, 2))
     init = prob.init**2 * np.einsum("ij,slj->sil", st.Phi[t], st.Phi[: t + 1])
     return init + (prob.lr**2 / prob.delta) * noise
 
@@ -352,8 +394,8 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         Q=Q[:T],
         overlap=overlap,
         Q_perp=st.Qp,
-        R_w=st.R_w,
-        C_psi=st.C,
+        R_w=np.ascontiguousarray(st.R_w),
+        C_psi=np.ascontiguousarray(st.C),
         R_psi=st.R,
         converged=ok,
         message=message,
@@ -493,8 +535,8 @@ def dmft_hessian(
     Solves :func:`dmft_gd` on ``steps`` steps, finds the plateau ``t1`` with the rule of
     :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
     gradient norm and overlap, and evaluates sections 3-4 on :func:`dmft_law` at ``t1``.  The
-    solve costs ``O(N m^3 steps^3)`` (m = 2, 200 steps, ``N = 1500``: about 30 s) and
-    ``4 N m^2 steps^2`` bytes, so ``steps`` must cover ``t1 + window`` but not much more.
+    solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`), so ``steps`` must cover
+    ``t1 + window`` but not much more.
     A solve that fails, or a plateau not detected within ``steps``, is returned with
     ``converged=False`` and the reason in ``message``, never as a number.
     """

@@ -456,7 +456,9 @@ def test_dmft_matches_gradient_descent_two_index_target():
 def test_a_solve_too_large_for_the_machine_is_refused_before_any_work():
     from rmt.dmft import solve_bytes
 
-    assert solve_bytes(1500, 2, 250) == 4 * 1500 * 4 * 250**2 + 8 * 1500**2 + 16 * 1500 * 2 * 250
+    kernels, jacobians, partial = 56 * 251**2 * 4, 8 * 250 * 4 * 1504, 4 * 1504 * 251 * 4
+    paths = 8 * 1500**2 + 24 * 1500 * 2 * 250
+    assert solve_bytes(1500, 2, 250) == kernels + jacobians + partial + paths
     model = rmt.MultiIndexModel("linear")
     with pytest.raises(ValueError, match="needs .* GiB, more than 80%"):
         dmft_gd(model, rmt.TwoLayerNet(4), 2.0, 0.5, 100_000, 0.1, n_samples=4000)

@@ -1,0 +1,93 @@
+"""The DMFT response rows by reverse mode (``rmt.kernels.dmft``) against direct references.
+
+- The kernels (the generic one and the generated ones for m = 1..4) against the definition:
+  for each draw, the dense block lower-triangular ``G = (I + K J)^{-1}`` by ``numpy.linalg.solve``,
+  and ``sum_n J^t_n G_n(t, p)``.
+- The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/dmft.md, run here in
+  numpy on the solve's own pre-activations and ``R_w``: ``R_psi`` must be the mean of
+  ``J^t d r^t / d eta^s`` that (D2) builds a row at a time.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import rmt
+from rmt.dmft import _psi, dmft_gd
+from rmt.kernels.dmft import PAD, response_kernel, response_row
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _dense_reference(KT, J, t, n_real):
+    """``sum_n J[t, :, :, n] G_n(t, p)`` with ``G_n = (I + K J_n)^{-1}`` formed densely."""
+    m = J.shape[1]
+    size = (t + 1) * m
+    K = np.zeros((size, size))
+    for q in range(t + 1):
+        for p in range(q):  # K[q, p]_{jk} = KT[p, k, q m + j]
+            K[q * m : (q + 1) * m, p * m : (p + 1) * m] = KT[p, :, q * m : (q + 1) * m].T
+    out = np.zeros((t + 1, m, m))
+    for n in range(n_real):
+        Jn = np.zeros((size, size))
+        for p in range(t + 1):
+            Jn[p * m : (p + 1) * m, p * m : (p + 1) * m] = J[p, :, :, n]
+        G = np.linalg.solve(np.eye(size) + K @ Jn, np.eye(size))
+        row = G[t * m : (t + 1) * m]
+        for p in range(t + 1):
+            out[p] += J[t, :, :, n] @ row[:, p * m : (p + 1) * m]
+    return out
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("t", [0, 1, 9])
+def test_response_rows_match_the_dense_inverse(m, t):
+    rng = np.random.default_rng(10 * m + t)
+    n_real = 37  # padded below to a multiple of PAD with zero Jacobians
+    n_pad = -(-n_real // PAD) * PAD
+    KT = np.zeros((t + 2, m, (t + 2) * m))
+    KT[:] = 0.3 * rng.standard_normal(KT.shape)
+    J = np.zeros((t + 2, m, m, n_pad))
+    A = rng.standard_normal((t + 2, m, m, n_real))
+    J[..., :n_real] = 0.5 * (A + np.swapaxes(A, 1, 2))  # symmetric, like d psi / d u
+    want = _dense_reference(KT, J, t, n_real)
+    for kernel in {response_kernel(m), response_row}:
+        out = np.full((t + 1, m, m), np.nan)
+        kernel(KT, J, t, out)
+        np.testing.assert_allclose(out, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
+
+
+def test_generated_response_rows_are_up_to_date():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import codegen
+        import gen_dmft_small as gen
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    committed = (ROOT / "rmt" / "kernels" / "_generated" / "dmft_small.py").read_text()
+    assert codegen.same_syntax(committed, gen.module_source())
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_solver_responses_match_the_forward_recursion(m):
+    """R_psi of a solve against (D2) run forward in numpy on the solve's own path."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(m, activation="softplus", loss="huber")
+    delta, lr, T, N = 1.5, 0.5, 12, 50
+    res = dmft_gd(model, net, delta, lr, T, 0.3, n_samples=N, n_test=100, rng=3)
+    assert res.converged
+    Js = [_psi(net, res.u[t], res.y)[2] for t in range(T)]  # (N, m, m) each
+    rows = {}  # rows[t][s]: d r^t / d eta^s, (N, m, m)
+    for t in range(T):
+        rows[t] = {}
+        for s in range(t + 1):
+            g = np.broadcast_to(np.eye(m), (N, m, m)).copy() if s == t else np.zeros((N, m, m))
+            for p in range(s, t):
+                g -= (lr / delta) * np.einsum("ij,njk->nik", res.R_w[t, p], Js[p] @ rows[p][s])
+            rows[t][s] = g
+        want = np.array([np.mean(Js[t] @ rows[t][s], axis=0) for s in range(t + 1)])
+        np.testing.assert_allclose(res.R_psi[t, : t + 1], want, rtol=1e-10, atol=1e-13)
