@@ -27,11 +27,13 @@ m = 3, N = 1500, 150 steps: 4-5 s on 2 Zen 3 cores (2026-12-04).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from ._validation import check_nonneg_float, check_positive_float, check_positive_int
 from .kernels.dmft import PAD, response_kernel
@@ -91,6 +93,9 @@ def dmft_gd(
     n_test=50_000,
     M0=None,
     rng=0,
+    progress=False,
+    stop_at_plateau=False,
+    segment=None,
 ) -> DMFTResult:
     """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
 
@@ -100,13 +105,28 @@ def dmft_gd(
     (``m x k``) is the starting overlap ``W^{0T} Theta*`` (default 0, its ``d -> inf`` limit).
     ``n_samples`` Monte Carlo draws of the per-sample process (and, for the test loss,
     ``n_test`` draws of ``(z, y, g)``), all from ``numpy.random.default_rng(rng)`` (a fixed
-    seed by default: the same curves on every call).  Returns :class:`DMFTResult`.
+    seed by default: the same curves on every call).  ``progress=True`` shows a tqdm bar
+    over the steps (a step costs ``O(N m^3 t^2)``: the late steps are the slow ones).
+    With ``stop_at_plateau`` the solve stops once the plateau rule (``segment``, an
+    :class:`rmt.PlateauRule`, default ``PlateauRule()``; online, as in
+    :func:`rmt.gradient_descent`) confirms a plateau ``window`` steps after it; ``steps`` is
+    then a maximum, and the result holds the steps done.  The equations are causal, so those
+    steps are exactly those of the full solve.  Returns :class:`DMFTResult`.
     """
     prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0)
     n_test = check_positive_int(n_test, "n_test")
     _check_memory(prob)
     draws = _draws(prob, n_test, np.random.default_rng(rng))
-    return _solve(prob, draws)
+    rule = None
+    if stop_at_plateau:
+        from .descent import PlateauRule
+
+        rule = PlateauRule() if segment is None else segment
+        if not isinstance(rule, PlateauRule):
+            raise TypeError(
+                f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}"
+            )
+    return _solve(prob, draws, progress, rule)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,12 +239,19 @@ def _psi(net, U, y):
 # ---------------------------------------------------------------------------------------------
 # the causal solve
 # ---------------------------------------------------------------------------------------------
-def _solve(prob, draws) -> DMFTResult:
+def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
     st = _State.empty(prob)
     message, ok = "converged: causal sweep over the time grid", True
+    seg = None
+    if rule is not None:  # the online plateau rule of rmt.descent, fed the DMFT curves
+        from .descent import _Segmenter
+
+        curves = np.full((3, prob.T), np.nan)  # train loss, gradient norm, overlap
+        seg = _Segmenter(curves[0], curves[1], curves[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows by 1.5x (2 cores, 2026-12-04)
-    with threadpool_limits(limits=1, user_api="blas"):
+    bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
+    with threadpool_limits(limits=1, user_api="blas"), bar:
         for t in range(prob.T):
             try:
                 _n_side_step(prob, draws, st, t)
@@ -232,7 +259,50 @@ def _solve(prob, draws) -> DMFTResult:
                 message, ok = f"failed at step {t}: {err}", False
                 break
             _d_side_step(prob, draws, st, t)
+            bar.update(1)
+            if seg is not None:
+                curves[:, t] = _curve_point(prob, st, t)
+                if seg.push(t) is not None and t + 1 < prob.T:
+                    message += (
+                        f"; stopped after step {t}, {rule.window} steps after the plateau "
+                        f"at {seg.plateau}"
+                    )
+                    prob, st = _truncated(prob, st, t + 1)
+                    break
     return _result(prob, draws, st, ok, message)
+
+
+def _curve_point(prob, st, t):
+    """Train loss, gradient norm and overlap at step ``t`` (after the d-side step ``t``), as
+    :func:`_result` computes them for the whole curve."""
+    Q0 = st.Qp[t, t] + st.M[t] @ st.M[t].T
+    Q1 = st.Qp[t + 1, t + 1] + st.M[t + 1] @ st.M[t + 1].T
+    Q10 = st.Qp[t + 1, t] + st.M[t + 1] @ st.M[t].T
+    step2 = np.trace(Q1) + np.trace(Q0) - 2 * np.trace(Q10)
+    grad = np.sqrt(max(step2, 0.0)) / prob.lr
+    train = st.loss[t] + 0.5 * prob.wd * np.trace(Q0)
+    return train, grad, np.sum(st.M[t] * st.M[t]) / np.trace(Q0)
+
+
+def _truncated(prob, st, T):
+    """The problem and state of a solve stopped after ``T`` steps (its first ``T`` steps)."""
+    m = prob.m
+    a, b = T * m, (T + 1) * m
+    cut = _State(
+        st.M[: T + 1],
+        st.Phi[: T + 1],
+        np.ascontiguousarray(st.Rw[:b, :b]),
+        np.ascontiguousarray(st.Qp[: T + 1, : T + 1]),
+        np.ascontiguousarray(st.Cf[:a, :a]),
+        np.ascontiguousarray(st.R[:T, :T]),
+        np.ascontiguousarray(st.KT[:b, :b]),
+        st.J[:T],
+        st.P[:, :a],
+        st.loss[:T],
+        st.xi[:T],
+        st.u[:T],
+    )
+    return dataclasses.replace(prob, T=T), cut
 
 
 def _blocks(flat, m):
@@ -430,6 +500,10 @@ def _test_loss(prob, draws, st, t) -> float:
 #: ``delta_NN`` up by a few hundredths only
 THETA_OVERLAP_MIN = 0.01
 
+#: the overlap that counts as an escape in the plateau rule (the default of
+#: :func:`rmt.segment_phases`, which :func:`dmft_hessian` applies to the curves)
+ESCAPE_OVERLAP = 0.5
+
 
 def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history=()):
     """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/dmft.md 8.9).
@@ -528,6 +602,8 @@ def dmft_hessian(
     window=50,
     depth=0.2,
     flat_rtol=0.01,
+    progress=False,
+    stop_at_plateau=False,
 ) -> DMFTHessian:
     """Edges, outliers and ``Theta*`` overlaps of the Hessian at the end of the first phase,
     without simulation (docs/dmft.md 8.9).
@@ -536,11 +612,13 @@ def dmft_hessian(
     :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
     gradient norm and overlap, and evaluates sections 3-4 on :func:`dmft_law` at ``t1``.  The
     solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`), so ``steps`` must cover
-    ``t1 + window`` but not much more.
-    A solve that fails, or a plateau not detected within ``steps``, is returned with
+    ``t1 + window`` but not much more (``progress=True``: a bar over the solve's steps).
+    With ``stop_at_plateau`` the solve stops once the plateau is confirmed (the same ``t1``;
+    ``steps`` is then a maximum, and the curves of ``result`` end ``window`` steps after
+    ``t1``).  A solve that fails, or a plateau not detected within ``steps``, is returned with
     ``converged=False`` and the reason in ``message``, never as a number.
     """
-    from .descent import segment_phases
+    from .descent import PlateauRule, segment_phases
     from .freeprob.mp import ConvergenceError
     from .freeprob.plugin import plugin_prediction
 
@@ -554,6 +632,9 @@ def dmft_hessian(
         weight_decay=weight_decay,
         n_samples=n_samples,
         rng=rng,
+        progress=progress,
+        stop_at_plateau=stop_at_plateau,
+        segment=PlateauRule(window, depth, flat_rtol),
     )
 
     def failed(message, t1=None, rule=None):
@@ -636,8 +717,9 @@ def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwa
 
     ``kwargs`` go to :func:`dmft_hessian` at every ``delta`` (``lr``, ``steps``,
     ``init_scale``, ``n_samples``, ``rng``, ...).  ``progress``: a callable given each
-    :class:`DMFTHessian` as it is found.  Each evaluation is one DMFT solve (tens of seconds).
-    A failed evaluation stops the search, reported in ``message``.
+    :class:`DMFTHessian` as it is found.  Each evaluation is one DMFT solve, stopped at its
+    plateau unless ``stop_at_plateau=False`` is passed (seconds to minutes: the cost grows as
+    ``t1^3``).  A failed evaluation stops the search, reported in ``message``.
     """
     from .transition_stats import bisect_transition
 
@@ -646,6 +728,7 @@ def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwa
     if not hi > lo:
         raise ValueError(f"hi must exceed lo; got lo = {lo!r}, hi = {hi!r}")
     rtol = check_positive_float(rtol, "rtol")
+    kwargs.setdefault("stop_at_plateau", True)
     evals = {}
 
     def negative(delta, _seed):

@@ -356,6 +356,27 @@ def test_dmft_hessian_without_a_plateau_is_reported_failed():
     assert not out.negative
 
 
+def test_a_solve_stopped_at_its_plateau_is_the_start_of_the_full_solve():
+    """``stop_at_plateau``: the same plateau and Hessian as the full solve followed by
+    ``segment_phases``, and curves and kernels equal to the full solve's first steps (the
+    equations are causal)."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    full = rmt.dmft_hessian(model, net, 4.0, steps=200, n_samples=300)
+    cut = rmt.dmft_hessian(model, net, 4.0, steps=200, n_samples=300, stop_at_plateau=True)
+    assert full.converged and cut.converged
+    assert cut.t1 == full.t1 and cut.plateau_rule == full.plateau_rule
+    T = cut.result.steps
+    assert T == cut.t1 + 51 < 200 and f"stopped after step {T - 1}" in cut.message
+    for name in ("train_loss", "test_loss", "grad_norm", "overlap", "Q"):
+        np.testing.assert_array_equal(getattr(cut.result, name), getattr(full.result, name)[:T])
+    np.testing.assert_array_equal(cut.result.R_psi, full.result.R_psi[:T, :T])
+    np.testing.assert_array_equal(cut.result.Q_perp, full.result.Q_perp[: T + 1, : T + 1])
+    assert cut.theta_outlier == full.theta_outlier and cut.edge_lo == full.edge_lo
+    with pytest.raises(TypeError, match="PlateauRule"):
+        dmft_gd(model, net, 4.0, 0.5, 10, stop_at_plateau=True, segment=50)
+
+
 def test_dmft_delta_nn_bisects_to_the_decision_boundary(monkeypatch):
     """The bisection of :func:`rmt.dmft_delta_nn`, on a planted decision (a negative Theta*
     outlier exactly above 2.7): the bracket must close on 2.7 to ``rtol``; failures and a

@@ -91,3 +91,14 @@ def test_solver_responses_match_the_forward_recursion(m):
             rows[t][s] = g
         want = np.array([np.mean(Js[t] @ rows[t][s], axis=0) for s in range(t + 1)])
         np.testing.assert_allclose(res.R_psi[t, : t + 1], want, rtol=1e-10, atol=1e-13)
+
+
+def test_progress_bar_changes_nothing_but_stderr(capsys):
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    quiet = dmft_gd(model, net, 2.0, 0.5, 8, 0.1, n_samples=40, n_test=100)
+    capsys.readouterr()
+    shown = dmft_gd(model, net, 2.0, 0.5, 8, 0.1, n_samples=40, n_test=100, progress=True)
+    assert "DMFT steps" in capsys.readouterr().err
+    np.testing.assert_array_equal(quiet.train_loss, shown.train_loss)
+    np.testing.assert_array_equal(quiet.R_psi, shown.R_psi)
