@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 
@@ -20,7 +17,7 @@ import rmt
 from rmt.dmft import _psi, dmft_gd
 from rmt.kernels.dmft import PAD, response_kernel, response_row
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .conftest import assert_generated_up_to_date
 
 
 def _dense_reference(KT, J, t, n_real):
@@ -62,14 +59,7 @@ def test_response_rows_match_the_dense_inverse(m, t):
 
 
 def test_generated_response_rows_are_up_to_date():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import codegen
-        import gen_dmft_small as gen
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    committed = (ROOT / "rmt" / "kernels" / "_generated" / "dmft_small.py").read_text()
-    assert codegen.same_syntax(committed, gen.module_source())
+    assert_generated_up_to_date("dmft_small", "gen_dmft_small")
 
 
 @pytest.mark.parametrize("m", [2, 3])
