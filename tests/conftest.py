@@ -46,24 +46,6 @@ def numba_threads(n):
         numba.set_num_threads(before)
 
 
-def assert_generated_up_to_date(module: str, generator: str):
-    """The committed ``rmt/kernels/_generated/{module}.py`` is what ``tools/{generator}.py``
-    writes today (same syntax tree: formatting and comments aside)."""
-    import importlib
-    import pathlib
-    import sys
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "tools"))
-    try:
-        codegen = importlib.import_module("codegen")
-        gen = importlib.import_module(generator)
-    finally:
-        sys.path.remove(str(root / "tools"))
-    committed = (root / "rmt" / "kernels" / "_generated" / f"{module}.py").read_text()
-    assert codegen.same_syntax(committed, gen.module_source())
-
-
 def rel_tol(multiple: float) -> float:
     """A tolerance as a multiple of float64 machine epsilon (STYLE.md, scipy anchor)."""
     return multiple * EPS

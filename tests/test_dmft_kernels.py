@@ -1,6 +1,6 @@
 """The DMFT response rows by reverse mode (``rmt.kernels.dmft``) against direct references.
 
-- The kernels (the generic one and the generated ones for m = 1..4) against the definition:
+- The kernels (the generic one and the ``dot_rows`` ones for m = 1..4) against the definition:
   for each draw, the dense block lower-triangular ``G = (I + K J)^{-1}`` by ``numpy.linalg.solve``,
   and ``sum_n J^t_n G_n(t, p)``.
 - The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/dmft.md, run here in
@@ -16,8 +16,6 @@ import pytest
 import rmt
 from rmt.dmft import _psi, dmft_gd
 from rmt.kernels.dmft import PAD, response_kernel, response_row
-
-from .conftest import assert_generated_up_to_date
 
 
 def _dense_reference(KT, J, t, n_real):
@@ -56,10 +54,6 @@ def test_response_rows_match_the_dense_inverse(m, t):
         out = np.full((t + 1, m, m), np.nan)
         kernel(KT, J, t, out)
         np.testing.assert_allclose(out, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
-
-
-def test_generated_response_rows_are_up_to_date():
-    assert_generated_up_to_date("dmft_small", "gen_dmft_small")
 
 
 @pytest.mark.parametrize("m", [2, 3])

@@ -13,11 +13,13 @@ through the solve. The same row ``t`` also solves ``lambda (I + K J) = e_t`` bac
     lambda_t = I,    lambda_p = -(sum_{q = p+1}^{t} lambda_q K[q, p]) J^p,    G(t, p) = lambda_p,
 
 from ``K`` (shared by all draws) and the Jacobians alone. That needs ``O(m^2 t)`` memory per
-draw and the same ``m^3 t^2 / 2`` multiply-adds. ``K`` is read once per chunk of ``NB`` draws,
-which the innermost loop runs over together, so the work is arithmetic, not memory traffic.
+draw and the same ``m^3 t^2 / 2`` multiply-adds. ``K`` is read once per chunk of draws, which
+the innermost loops run over together, so the work is arithmetic, not memory traffic.
 
-:func:`response_row` returns ``R_psi(t, p) = E_n[J^t_n G_n(t, p)]`` for ``p <= t``. The chunks
-are summed in their fixed order, so the result does not depend on the number of threads.
+:func:`response_row` (any ``m``) and ``response_row_m1`` .. ``_m4`` (the sums by the
+explicit-SIMD ``dot_rows``; :func:`response_kernel` picks) return ``N R_psi(t, p) =
+sum_n J^t_n G_n(t, p)`` for ``p <= t``. The chunks are summed in their fixed order, so the
+result does not depend on the number of threads.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._generated.dmft_small import RESPONSE_ROWS
+from .simd import dot_rows
 
 #: draws per chunk of the generic kernel: the innermost loop (two ``<4 x double>`` on AVX2)
 NB = 8
@@ -37,10 +39,11 @@ PAD = 16
 def response_row(KT, J, t, out):
     """``out[p] = sum_n J[t, :, :, n] @ G_n(t, p)`` for ``p <= t``: ``N R_psi(t, p)``, eq. (D3).
 
-    ``KT[p, k, q m + j]`` is ``K[q, p]_{jk} = (lr / delta) R_w(q, p)_{jk}``: for a fixed ``p``,
-    a matrix of ``m`` rows whose columns run over ``(q, j)`` in order. ``J[p, i, j, n]`` is the Jacobian
-    of draw ``n`` at step ``p``, draws last, their count a multiple of :data:`PAD`; padding
-    draws have ``J = 0`` and add nothing. ``out`` (``(t + 1) x m x m``) is overwritten.
+    ``KT[p, k, q m + j]`` is ``K[q, p]_{jk} = (lr / delta) R_w(q, p)_{jk}``: for a fixed
+    ``p``, a matrix of ``m`` rows whose columns run over ``(q, j)`` in order.
+    ``J[p, i, j, n]`` is the Jacobian of draw ``n`` at step ``p``, draws last, their count a
+    multiple of :data:`PAD`; padding draws have ``J = 0`` and add nothing.  ``out``
+    (``(t + 1) x m x m``) is overwritten.
     """
     m = J.shape[1]
     n_chunks = J.shape[3] // NB
@@ -77,15 +80,96 @@ def response_row(KT, J, t, out):
                         for b in range(NB):
                             s += J[t, i, j, n0 + b] * lam[p, j, k, b]
                     part[c, p, i, k] = s
+    _sum_chunks(part, out)
+
+
+@njit(cache=True)
+def _sum_chunks(part, out):
+    """``out = sum_c part[c]``, the chunks in their fixed order (thread-count independent)."""
     out[:] = 0.0
-    for c in range(n_chunks):
-        for p in range(t + 1):
-            for i in range(m):
-                for k in range(m):
-                    out[p, i, k] += part[c, p, i, k]
+    for c in range(part.shape[0]):
+        out += part[c]
+
+
+@njit(cache=True, inline="always")
+def _chunk_rows(KT, J, t, part, c, R, NBR, W):
+    """``part[c] = sum over the draws of chunk c`` of ``J^t lambda_p`` for ``m = R``, the sums
+    over ``(q, j)`` by the explicit-SIMD micro-kernel ``dot_rows``: chunks of ``NBR`` draws,
+    ``R x W`` accumulators of 4 lanes (``W = R NBR / 4``) in registers, each entry of ``K``
+    loaded once per chunk.  ``R``, ``NBR``, ``W`` are compile-time constants: the wrappers
+    below pass them as literals inside their ``prange`` loops, so that they stay constants in
+    the parallel loop body.  The chunk's ``lambda_q`` are the rows ``q m + j`` of a matrix
+    whose columns are ``(i, draw)``: ``lam[q m + j, i NBR + b] = lambda_q[i, j]`` of draw
+    ``n0 + b``, and ``U[k, i NBR + b] = (sum_q lambda_q K[q, p])_{ik}``."""
+    n0 = c * NBR
+    lam = np.zeros(((t + 1) * R, R * NBR))
+    U = np.empty((R, R * NBR))
+    for i in range(R):
+        for b in range(NBR):
+            lam[t * R + i, i * NBR + b] = 1.0
+    for p in range(t - 1, -1, -1):
+        X = KT[p, :, (p + 1) * R : (t + 1) * R]
+        dot_rows(X, 0, lam[(p + 1) * R : (t + 1) * R], U, R, W, 4)
+        for k in range(R):
+            for i in range(R):
+                for b in range(NBR):
+                    s = 0.0
+                    for j in range(R):
+                        s += U[j, i * NBR + b] * J[p, j, k, n0 + b]
+                    lam[p * R + k, i * NBR + b] = -s
+    for p in range(t + 1):
+        for i in range(R):
+            for k in range(R):
+                s = 0.0
+                for j in range(R):
+                    for b in range(NBR):
+                        s += J[t, i, j, n0 + b] * lam[p * R + k, j * NBR + b]
+                part[c, p, i, k] = s
+
+
+# draws per chunk for each width: R x (R NBR / 4) accumulators, at most 9 of AVX2's 16
+# registers (the loop also holds the loaded lambda row and a broadcast)
+@njit(cache=True, parallel=True)
+def response_row_m1(KT, J, t, out):
+    """:func:`response_row` for m = 1: chunks of 16 draws."""
+    part = np.zeros((J.shape[3] // 16, t + 1, 1, 1))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 1, 16, 4)
+    _sum_chunks(part, out)
+
+
+@njit(cache=True, parallel=True)
+def response_row_m2(KT, J, t, out):
+    """:func:`response_row` for m = 2: chunks of 8 draws."""
+    part = np.zeros((J.shape[3] // 8, t + 1, 2, 2))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 2, 8, 4)
+    _sum_chunks(part, out)
+
+
+@njit(cache=True, parallel=True)
+def response_row_m3(KT, J, t, out):
+    """:func:`response_row` for m = 3: chunks of 4 draws."""
+    part = np.zeros((J.shape[3] // 4, t + 1, 3, 3))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 3, 4, 3)
+    _sum_chunks(part, out)
+
+
+@njit(cache=True, parallel=True)
+def response_row_m4(KT, J, t, out):
+    """:func:`response_row` for m = 4: chunks of 2 draws."""
+    part = np.zeros((J.shape[3] // 2, t + 1, 4, 4))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 4, 2, 2)
+    _sum_chunks(part, out)
+
+
+#: the ``dot_rows`` kernels by width ``m``
+RESPONSE_ROWS = {1: response_row_m1, 2: response_row_m2, 3: response_row_m3, 4: response_row_m4}
 
 
 def response_kernel(m: int):
-    """The response-row kernel for width ``m``: unrolled for ``m <= 4``
-    (``_generated/dmft_small.py``), else :func:`response_row`."""
+    """The response-row kernel for width ``m``: the ``dot_rows`` kernels for ``m <= 4``, else
+    the generic :func:`response_row`."""
     return RESPONSE_ROWS.get(m, response_row)
