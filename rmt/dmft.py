@@ -273,8 +273,8 @@ def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
 
 
 def _curve_point(prob, st, t):
-    """Train loss, gradient norm and overlap at step ``t`` (after the d-side step ``t``), as
-    :func:`_result` computes them for the whole curve."""
+    """Train loss, gradient norm and overlap at step ``t`` (after the d-side step ``t``): the
+    curves of :func:`_result`, and what the online plateau rule of :func:`_solve` reads."""
     Q0 = st.Qp[t, t] + st.M[t] @ st.M[t].T
     Q1 = st.Qp[t + 1, t + 1] + st.M[t + 1] @ st.M[t + 1].T
     Q10 = st.Qp[t + 1, t] + st.M[t + 1] @ st.M[t].T
@@ -438,12 +438,9 @@ def _q_perp_row(prob, st, t) -> np.ndarray:
 def _result(prob, draws, st, ok, message) -> DMFTResult:
     T = prob.T
     Q = np.array([st.Qp[t, t] + st.M[t] @ st.M[t].T for t in range(T + 1)])
-    Q12 = np.array([st.Qp[t + 1, t] + st.M[t + 1] @ st.M[t].T for t in range(T)])
-    step2 = np.einsum("tii->t", Q[1:]) + np.einsum("tii->t", Q[:-1]) - 2 * np.einsum("tii->t", Q12)
-    grad = np.sqrt(np.clip(step2, 0.0, None)) / prob.lr
-    train = st.loss + 0.5 * prob.wd * np.einsum("tii->t", Q[:T])
+    points = np.array([_curve_point(prob, st, t) for t in range(T)]).reshape(T, 3)
+    train, grad, overlap = np.ascontiguousarray(points.T)
     test = np.array([_test_loss(prob, draws, st, t) for t in range(T)])
-    overlap = np.einsum("tij,tij->t", st.M[:T], st.M[:T]) / np.einsum("tii->t", Q[:T])
     M = st.M[:T].copy()
     curves = [train, test, grad, overlap, M]
     if not ok:
@@ -500,8 +497,8 @@ def _test_loss(prob, draws, st, t) -> float:
 #: ``delta_NN`` up by a few hundredths only
 THETA_OVERLAP_MIN = 0.01
 
-#: the overlap that counts as an escape in the plateau rule (the default of
-#: :func:`rmt.segment_phases`, which :func:`dmft_hessian` applies to the curves)
+#: the overlap that counts as an escape in the plateau rule, the same in :func:`dmft_hessian`
+#: (on the whole curves) and in a solve stopped at its plateau (online)
 ESCAPE_OVERLAP = 0.5
 
 
@@ -653,6 +650,7 @@ def dmft_hessian(
         window=window,
         depth=depth,
         flat_rtol=flat_rtol,
+        escape_overlap=ESCAPE_OVERLAP,
     )
     if not phases.detected:
         return failed(
