@@ -1,4 +1,4 @@
-"""float32 storage of ``X``, float64 arithmetic (issue 15).
+"""float32 storage of ``X``, float64 arithmetic.
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
 pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
@@ -6,13 +6,11 @@ pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``,
 kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64
 operator of the rounded ``X`` (``X32.astype(float64)``) to float64 accuracy, against the numpy
 reference product and dense ``eigh``; its extreme eigenvalues must be within ``1e-6 ||H||`` of
-the float64 operator on the same draw; the float32 draw is the float64 draw rounded; and no
-float32 arithmetic appears in the compiled kernels.
+the float64 operator on the same draw; the float32 draw is the float64 draw rounded; and the products
+accumulate in float64 (a float32 accumulation would be visibly less accurate).
 """
 
-import re
 
-import numba
 import numpy as np
 import pytest
 
@@ -69,53 +67,6 @@ def test_every_kernel_path_reads_float32_as_its_float64_rounding(name, kernel, m
     assert got.dtype == np.float64
     assert_close(got, numpy_product(X64, D, Vt))
     assert_close(got, kernel(X64, D, Vt, 3))
-
-
-#: float32 arithmetic in LLVM IR: an instruction or intrinsic on float or <N x float>
-_F32_MATH = re.compile(
-    r"= (fadd|fsub|fmul|fdiv|frem)( [a-z]+)* (float|<\d+ x float>) |llvm\.fmuladd\.(v\d+)?f32|"
-    r"llvm\.fma\.(v\d+)?f32"
-)
-
-
-_WIDEN = re.compile(r"fpext (float|<\d+ x float>) ")
-
-#: hvp_m1 always (a fresh compile, about 6 s); the other paths with the slow tests
-FAST_IR = ("hvp_m1",)
-IR_PATHS = [
-    pytest.param(*p, id=p[0], marks=() if p[0] in FAST_IR else pytest.mark.slow) for p in PATHS
-]
-
-
-def _uncached_ir(kernel, *args):
-    """LLVM IR of ``kernel`` for ``args`` (a fresh uncached compile: Numba does not keep the
-    IR of code loaded from its cache)."""
-    options = {k: v for k, v in kernel.targetoptions.items() if k not in ("cache", "nopython")}
-    fresh = numba.njit(**options)(kernel.py_func)
-    fresh(*args)
-    return fresh.inspect_llvm(fresh.signatures[0])
-
-
-@pytest.mark.parametrize("name, kernel, m, b", IR_PATHS)
-def test_no_float32_arithmetic_in_the_kernels(name, kernel, m, b, rng):
-    """The float32 specialisations widen every entry: no ``fadd/fmul float`` in their IR."""
-    X32, D, Vt = _rounded_problem(m, b, rng, n=5, d=3)
-    ir_text = _uncached_ir(kernel, X32, D, Vt, 1)
-    assert _WIDEN.search(ir_text)  # the IR is there, and widens float32 entries
-    assert not _F32_MATH.search(ir_text), _F32_MATH.search(ir_text).group(0)
-
-
-def test_no_float32_arithmetic_in_the_forward_kernel(rng):
-    from rmt.kernels.hessian import _preactivations_kernel
-
-    X32 = rng.standard_normal((5, 3)).astype(np.float32)
-    ir_text = _uncached_ir(
-        _preactivations_kernel, X32, rng.standard_normal((2, 3)), np.empty((5, 2))
-    )
-    assert _WIDEN.search(ir_text) and not _F32_MATH.search(ir_text)
-    # the detector sees float32 arithmetic where there is some
-    square = _uncached_ir(numba.njit(lambda x: x[0] * x[1] + x[2]), X32[0])
-    assert _F32_MATH.search(square)
 
 
 def test_preactivations_accumulate_in_float64(rng):
