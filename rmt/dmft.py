@@ -12,7 +12,8 @@ one forward sweep over the time grid, which is the exact fixed point of the kern
 Monte Carlo sample (no damping is needed; see docs/dmft.md section 8.5):
 
 - n-side: ``N = n_samples`` seeded draws of ``(z, y)`` and of the Gaussian process ``xi``
-  (covariance ``Q_perp``, sampled through its Gram form (D6), eq. (D7)), the memory term
+  (covariance ``Q_perp``, sampled as ``xi = L g`` with ``L`` a causal factor of ``Q_perp``
+  built one time at a time and ``g`` i.i.d. standard innovations, eq. (D7)), the memory term
   ``-(lr/delta) sum_s R_w(t,s) psi^s``, and the per-sample linear response ``d psi^t/d eta^s``
   propagated exactly through the linearised update (Jacobian ``J = d psi / d u``, the
   curvature block ``D_i`` of docs/theory.md section 2.1);
@@ -20,9 +21,8 @@ Monte Carlo sample (no damping is needed; see docs/dmft.md section 8.5):
   are deterministic recursions (no sampling).
 
 Cost: ``O(N m^3 T^3 / 6)`` multiply-adds for the responses, by reverse mode in
-``rmt.kernels.dmft`` (``O(m^2 T)`` memory a draw), ``8 N^2`` bytes for the Gaussian matrix of
-(D7) and ``O(T^2 m^2 + N m^2 T)`` for the rest (:func:`solve_bytes`).  Phase retrieval,
-m = 3, N = 1500, 150 steps: 4-5 s on 2 Zen 3 cores (2026-12-04).
+``rmt.kernels.dmft``, and memory linear in the number of draws, ``O(N m^2 T + T^2 m^2)``
+(:func:`solve_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -180,16 +181,29 @@ class _Problem:
 
 
 def solve_bytes(n_samples: int, m: int, steps: int) -> int:
-    """Memory of a solve, in bytes: the two-time kernels and their copies in the result (about
-    ``56 (T+1)^2 m^2``), the Jacobians of every draw and step (``8 T m^2 N'``, ``N'`` the
-    draws padded to a multiple of ``PAD``) and the response kernel's partial rows (at most
-    ``4 N' (T+1) m^2``), the Gaussian matrix of (D7) (``8 N^2``) and the per-sample paths
-    (``24 N m T``).  The responses themselves take ``O(m^2 T)`` a draw (reverse mode,
-    ``rmt.kernels.dmft``)."""
+    """Memory of a solve, in bytes, linear in the number of draws.
+
+    The two-time kernels, the factor of ``Q_perp`` and their copies in the result (about
+    ``64 (T+1)^2 m^2``); the Jacobians of every draw and step (``8 T m^2 N'``, ``N'`` the draws
+    padded to a multiple of ``PAD``) and the response kernel's partial rows (at most
+    ``4 N' (T+1) m^2``); the per-sample paths ``psi``, ``xi``, ``u`` and the innovations of
+    the field (``32 N m T``).  The responses themselves take ``O(m^2 T)`` a draw (reverse
+    mode, ``rmt.kernels.dmft``).
+
+    Parameters
+    ----------
+    n_samples, m, steps : int
+        Draws ``N``, width ``m`` and steps ``T`` of the solve.
+
+    Returns
+    -------
+    int
+        The bytes a solve holds at its peak, to within a few percent.
+    """
     T, n_pad = steps, -(-n_samples // PAD) * PAD
-    kernels = 56 * (T + 1) ** 2 * m * m
+    kernels = 64 * (T + 1) ** 2 * m * m
     draws = 8 * T * m * m * n_pad + 4 * n_pad * (T + 1) * m * m
-    return kernels + draws + 8 * n_samples**2 + 24 * n_samples * m * T
+    return kernels + draws + 32 * n_samples * m * T
 
 
 def _physical_memory() -> int | None:
@@ -215,13 +229,12 @@ def _draws(prob, n_test, rng) -> dict:
     N, k, m = prob.N, prob.k, prob.m
     z = rng.standard_normal((N, k))
     y = prob.model.labels(z, rng)
-    g0 = rng.standard_normal((N, m))  # the initial condition w^0 / init_scale
-    H = rng.standard_normal((N, N))  # xi = ... + (lr / sqrt(delta N)) H B: eq. (D7)
-    np.fill_diagonal(H, 0.0)
     z_test = rng.standard_normal((n_test, k))
     y_test = prob.model.labels(z_test, rng)
     g_test = rng.standard_normal((n_test, m))
-    return {"z": z, "y": y, "g0": g0, "H": H, "z_test": z_test, "y_test": y_test, "g_test": g_test}
+    # the innovations g^t of the cavity field (xi = L g, eq. (D7)), drawn step by step from
+    # this generator in the order of the steps
+    return {"z": z, "y": y, "z_test": z_test, "y_test": y_test, "g_test": g_test, "rng": rng}
 
 
 def _psi(net, U, y):
@@ -301,6 +314,9 @@ def _truncated(prob, st, T):
         st.loss[:T],
         st.xi[:T],
         st.u[:T],
+        np.ascontiguousarray(st.L[:b, :b]),
+        st.active[:b],
+        st.G[:, :a],
     )
     return dataclasses.replace(prob, T=T), cut
 
@@ -324,8 +340,11 @@ class _State:
     J: np.ndarray  # (T, m, m, N padded to a multiple of PAD): J[s, :, :, n] = d psi_n^s / d u
     P: np.ndarray  # (N, T m): psi^s in columns s m .. s m + m - 1
     loss: np.ndarray
-    xi: list  # xi^s, (N, m): the cavity field (the Gaussian process of (D1))
-    u: list  # u^s, (N, m): the pre-activations, self-term included
+    xi: np.ndarray  # (T, N, m): the cavity field xi^s (the Gaussian process of (D1))
+    u: np.ndarray  # (T, N, m): the pre-activations u^s, self-term included
+    L: np.ndarray  # ((T+1) m, (T+1) m): lower-triangular, L L^T = Q_perp (flat), eq. (D7)
+    active: np.ndarray  # ((T+1) m,): the columns of L with a nonzero pivot
+    G: np.ndarray  # (N, T m): the innovations g^s of the field, columns s m .. s m + m - 1
 
     @property
     def R_w(self):
@@ -350,7 +369,7 @@ class _State:
         M[0] = prob.M0
         D = (T + 1) * m
         J = np.zeros((T, m, m, -(-prob.N // PAD) * PAD))
-        return cls(
+        st = cls(
             M,
             Phi,
             np.zeros((D, D)),
@@ -361,17 +380,23 @@ class _State:
             J,
             np.zeros((prob.N, T * m)),
             np.full(T, np.nan),
-            [],
-            [],
+            np.full((T, prob.N, m), np.nan),
+            np.full((T, prob.N, m), np.nan),
+            np.zeros((D, D)),
+            np.zeros(D, dtype=bool),
+            np.zeros((prob.N, T * m)),
         )
+        _factor_row(st, 0)
+        return st
 
 
 def _n_side_step(prob, draws, st, t) -> None:
     """Eqs. (D1)-(D3) at time ``t``: ``xi^t``, ``u^t``, ``psi^t`` and the responses."""
     lr, dl, m = prob.lr, prob.delta, prob.m
     a, b = t * m, (t + 1) * m
-    B = st.P[:, :a] @ st.Rw[a:b, :a].T  # B^t = sum_{s<t} psi^s R_w(t,s)^T
-    xi = prob.init * draws["g0"] @ st.Phi[t].T + (lr / np.sqrt(dl * prob.N)) * (draws["H"] @ B)
+    B = st.P[:, :a] @ st.Rw[a:b, :a].T  # B^t = sum_{s<t} psi^s R_w(t,s)^T: the memory term
+    st.G[:, a:b] = draws["rng"].standard_normal((prob.N, m))
+    xi = st.G[:, :b] @ st.L[a:b, :b].T  # eq. (D7): xi^t = sum_{s<=t} L(t, s) g^s
     r = xi - (lr / dl) * B
     U = draws["z"] @ st.M[t].T + r
     ell, psi, J = _psi(prob.net, U, draws["y"])
@@ -384,8 +409,8 @@ def _n_side_step(prob, draws, st, t) -> None:
     row = np.empty((t + 1, m, m))
     response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
     st.P[:, a:b] = psi
-    st.xi.append(xi)
-    st.u.append(U)
+    st.xi[t] = xi
+    st.u[t] = U
     st.R[t, : t + 1] = row / N
     c_row = psi.T @ st.P[:, :b] / N  # C_psi(t, s), s <= t
     st.Cf[a:b, :b] = c_row
@@ -408,6 +433,7 @@ def _d_side_step(prob, draws, st, t) -> None:
     row = _q_perp_row(prob, st, t + 1)
     st.Qp[t + 1, : t + 2] = row
     st.Qp[: t + 2, t + 1] = np.swapaxes(row, 1, 2)
+    _factor_row(st, t + 1)
 
 
 def _mu(prob, draws, st, t) -> np.ndarray:
@@ -421,6 +447,48 @@ def _mu(prob, draws, st, t) -> np.ndarray:
     if prob.model.even and not np.any(st.M[: t + 1]):
         return np.zeros((prob.m, prob.k))
     return st.psi(t).T @ draws["z"] / prob.N
+
+
+#: a pivot of the factor of ``Q_perp`` below this fraction of the largest variance at its time
+#: is a direction in which the field has no new randomness: it is set to 0 (eq. (D7))
+PIVOT_RTOL = 1e-10
+
+
+def _factor_row(st, t) -> None:
+    """Block row ``t`` of the lower-triangular factor ``L`` with ``L L^T = Q_perp`` (eq. (D7)).
+
+    A Cholesky factorisation, one scalar column at a time, that tolerates a positive
+    semidefinite ``Q_perp``: a pivot below ``PIVOT_RTOL`` times the largest variance at time
+    ``t`` (rounding of a direction along which the field is already determined) is set to 0,
+    and its column takes no part in later rows.  So ``L L^T`` is ``Q_perp`` up to those
+    dropped pivots, and the field ``xi^t = sum_s L(t, s) g^s`` needs ``O(N m T)`` memory.
+    """
+    m = st.Phi.shape[1]
+    a, b = t * m, (t + 1) * m
+    Q = _flat_q(st, t)  # (b, m): Q_perp(s, t) for s <= t, flat in s
+    act = np.flatnonzero(st.active[:a])
+    X = np.zeros((a, m))
+    if act.size:
+        Lact = st.L[np.ix_(act, act)]
+        X[act] = solve_triangular(Lact, Q[act], lower=True, check_finite=False)
+    st.L[a:b, :a] = X.T
+    S = Q[a:b] - X.T @ X  # the covariance of the innovation at time t
+    scale = max(float(np.max(np.diag(Q[a:b]), initial=0.0)), 0.0)
+    for i in range(m):
+        for j in range(i):
+            if st.active[a + j]:
+                st.L[a + i, a + j] = (S[i, j] - st.L[a + i, a : a + j] @ st.L[a + j, a : a + j]) / (
+                    st.L[a + j, a + j]
+                )
+        piv = S[i, i] - st.L[a + i, a : a + i] @ st.L[a + i, a : a + i]
+        st.active[a + i] = scale > 0.0 and piv > PIVOT_RTOL * scale
+        st.L[a + i, a + i] = np.sqrt(piv) if st.active[a + i] else 0.0
+
+
+def _flat_q(st, t) -> np.ndarray:
+    """``Q_perp(s, t)`` for ``s <= t`` as a ``((t+1) m, m)`` matrix, rows ``s m + i``."""
+    m = st.Phi.shape[1]
+    return st.Qp[: t + 1, t].reshape((t + 1) * m, m)
 
 
 def _q_perp_row(prob, st, t) -> np.ndarray:
@@ -448,11 +516,7 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         for c in curves:
             c[bad:] = np.nan
         Q[bad:] = np.nan
-    xi = np.full((T, prob.N, prob.m), np.nan)  # NaN from a failed step on: it stored nothing
-    u = np.full((T, prob.N, prob.m), np.nan)
-    done = len(st.xi)
-    if done:
-        xi[:done], u[:done] = st.xi, st.u
+    xi, u = st.xi, st.u  # NaN from a failed step on: it stored nothing
     return DMFTResult(
         train_loss=train,
         test_loss=test,

@@ -10,7 +10,6 @@ the float64 operator on the same draw; the float32 draw is the float64 draw roun
 accumulate in float64 (a float32 accumulation would be visibly less accurate).
 """
 
-
 import numpy as np
 import pytest
 
