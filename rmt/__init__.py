@@ -71,13 +71,15 @@ from .descent import GDRun, Phases, PlateauRule, gradient_descent, segment_phase
 from .escape import EscapePrediction, predict_escape
 from .dmft import (
     DMFTHessian,
+    DMFTReplicas,
     DMFTResult,
-    DMFTThreshold,
-    dmft_delta_nn,
     dmft_gd,
     dmft_hessian,
     dmft_law,
+    dmft_replicas,
+    theta_margin,
 )
+from .dmft_threshold import DMFTEvaluation, DMFTThreshold, dmft_delta_nn, dmft_margin
 from .transition_stats import bisect_transition, descent_outlier_decision
 from .experiments.learning import learn_point, run_learn, trained_thresholds
 from .freeprob.plugin import cavity_self_term, plugin_law

@@ -394,37 +394,59 @@ def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
 
 def _dmft_threshold(config: RunConfig, lo, hi, say) -> dict:
     """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[lo, hi]``, as a dict."""
-    from .dmft import dmft_delta_nn
+    from .dmft_threshold import dmft_delta_nn
 
-    def report(h):
+    def report(ev):
         if say:
             state = (
-                f"t1 = {h.t1}, Theta* outlier {'present' if h.negative else 'absent'}"
-                if h.converged
-                else h.message
+                f"plateau at step {ev.t1}, learning margin {ev.margin:+.4f} "
+                f"(standard error {ev.margin_se:.4f})"
+                if ev.converged
+                else ev.message
             )
-            say(f"  DMFT at delta = {h.delta:.4g}: {state}")
+            say(f"  DMFT at delta = {ev.delta:.4g}: {state}")
 
     if say:
-        say(f"DMFT (d -> inf): bisection over delta in [{lo:g}, {hi:g}]")
+        say(f"DMFT (d -> inf): root of the learning margin in delta in [{lo:g}, {hi:g}]")
     res = dmft_delta_nn(
         config.model(), config.net(), lo, hi, progress=report, **_dmft_kwargs(config)
     )
     return {
-        "delta": res.value,
+        "delta": res.value if res.converged else None,
+        "stderr": res.stderr if res.converged else None,
         "bracket": [res.lo, res.hi],
         "converged": res.converged,
         "message": res.message,
-        "evaluations": [_dmft_record(h) for h in res.evaluations.values()],
+        "replicas": res.replicas,
+        "n_samples": res.n_samples,
+        "evaluations": [_evaluation_record(ev) for ev in res.evaluations.values()],
+        "pilot_evaluations": [_evaluation_record(ev) for ev in res.pilot_evaluations.values()],
+    }
+
+
+def _evaluation_record(ev) -> dict:
+    """A :class:`rmt.DMFTEvaluation` as plain numbers for the JSON files (None where it
+    failed)."""
+    ok = ev.converged
+    return {
+        "delta": ev.delta,
+        "t1": ev.t1,
+        "margin": ev.margin if ok else None,
+        "margin_se": ev.margin_se if ok else None,
+        "margins": [float(g) for g in ev.margins] if ok else None,
+        "converged": ok,
+        "message": ev.message,
     }
 
 
 def format_dmft_threshold(dmft: dict) -> str:
-    """One line: the DMFT ``delta_NN`` with its bracket, or why it failed."""
+    """One line: the DMFT ``delta_NN`` with its standard error, or why it failed."""
     if not dmft["converged"]:
-        return f"delta_NN (DMFT, d -> inf): failed: {dmft['message']}"
-    lo, hi = dmft["bracket"]
-    return f"delta_NN (DMFT, d -> inf) = {dmft['delta']:.3g}   bracket [{lo:.3g}, {hi:.3g}]"
+        return f"delta_NN (DMFT, d -> inf): not determined: {dmft['message']}"
+    return (
+        f"delta_NN (DMFT, d -> inf) = {dmft['delta']:.3f} ± {dmft['stderr']:.3f} "
+        f"(Monte Carlo standard error; {dmft['replicas']} replicas of {dmft['n_samples']} draws)"
+    )
 
 
 def format_trained_table(rows) -> str:

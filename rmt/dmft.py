@@ -37,6 +37,9 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ._validation import check_nonneg_float, check_positive_float, check_positive_int
+from .freeprob.mp import ConvergenceError, MPSystem
+from .freeprob.outliers import RealBranch, edge_and_branch
+from .freeprob.plugin import plugin_prediction
 from .kernels.dmft import PAD, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
@@ -118,16 +121,119 @@ def dmft_gd(
     n_test = check_positive_int(n_test, "n_test")
     _check_memory(prob)
     draws = _draws(prob, n_test, np.random.default_rng(rng))
-    rule = None
-    if stop_at_plateau:
-        from .descent import PlateauRule
-
-        rule = PlateauRule() if segment is None else segment
-        if not isinstance(rule, PlateauRule):
-            raise TypeError(
-                f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}"
-            )
+    rule = _plateau_rule(segment) if stop_at_plateau else None
     return _solve(prob, draws, progress, rule)
+
+
+#: the curves of a solve that :class:`DMFTReplicas` averages
+CURVES = ("train_loss", "test_loss", "grad_norm", "overlap", "M", "Q")
+
+
+@dataclass(frozen=True)
+class DMFTReplicas:
+    """Independent replicas of one DMFT solve, solved in lockstep (:func:`dmft_replicas`).
+
+    Attributes
+    ----------
+    results : tuple of DMFTResult
+        One solve per replica, each with its own draws; all of the same length.
+    plateau : int or None
+        With ``stop_at_plateau``, the plateau of the mean curves at which every replica
+        stopped ``window`` steps later; else None.
+    """
+
+    results: tuple
+    plateau: int | None = None
+
+    @property
+    def converged(self) -> bool:
+        return all(r.converged for r in self.results)
+
+    @property
+    def message(self) -> str:
+        return self.results[0].message
+
+    def mean(self, name: str) -> np.ndarray:
+        """The mean over the replicas of the curve ``name`` (one of :data:`CURVES`)."""
+        return np.mean(self._stack(name), axis=0)
+
+    def stderr(self, name: str) -> np.ndarray:
+        """The standard error of :meth:`mean`: the replicas' standard deviation over the
+        square root of their number (independent draws)."""
+        stack = self._stack(name)
+        return np.std(stack, axis=0, ddof=1) / np.sqrt(stack.shape[0])
+
+    def _stack(self, name):
+        if name not in CURVES:
+            raise ValueError(f"name must be one of {CURVES}; got {name!r}")
+        return np.stack([getattr(r, name) for r in self.results])
+
+
+def dmft_replicas(
+    model,
+    net,
+    delta,
+    lr,
+    steps,
+    init_scale=1e-2,
+    *,
+    replicas=4,
+    weight_decay=0.0,
+    n_samples=2500,
+    n_test=50_000,
+    rng=0,
+    progress=False,
+    stop_at_plateau=False,
+    segment=None,
+) -> DMFTReplicas:
+    """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
+
+    Parameters
+    ----------
+    model, net, delta, lr, steps, init_scale, weight_decay, n_test, progress
+        As in :func:`dmft_gd`.
+    replicas : int
+        The number of independent solves (at least 2).
+    n_samples : int
+        The draws of each replica.
+    rng : int
+        Seed: replica ``r`` draws from the ``r``-th child of ``numpy.random.SeedSequence(rng)``.
+    stop_at_plateau : bool
+        Stop every replica ``window`` steps after the plateau of the *mean* curves (``segment``,
+        an :class:`rmt.PlateauRule`), so that all share one ``t1``.
+
+    Returns
+    -------
+    DMFTReplicas
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input, before any work.
+    """
+    prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, None)
+    n_test = check_positive_int(n_test, "n_test")
+    replicas = check_positive_int(replicas, "replicas", minimum=2)
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise TypeError(f"rng must be a non-negative int; got {rng!r}")
+    _check_memory(prob, replicas)
+    seeds = np.random.SeedSequence(int(rng)).spawn(replicas)
+    draws = [_draws(prob, n_test, np.random.default_rng(sq)) for sq in seeds]
+    rule = _plateau_rule(segment) if stop_at_plateau else None
+    results = _solve_replicas(prob, draws, progress, rule)
+    plateau = None
+    if rule is not None and "stopped after step" in results[0].message:
+        plateau = results[0].steps - 1 - rule.window
+    return DMFTReplicas(tuple(results), plateau)
+
+
+def _plateau_rule(segment):
+    from .descent import PlateauRule
+
+    rule = PlateauRule() if segment is None else segment
+    if not isinstance(rule, PlateauRule):
+        raise TypeError(f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}")
+    return rule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,12 +319,12 @@ def _physical_memory() -> int | None:
         return None
 
 
-def _check_memory(prob) -> None:
+def _check_memory(prob, replicas=1) -> None:
     """Refuse, before any work, a solve that needs more than 80% of this machine's memory."""
-    need, have = solve_bytes(prob.N, prob.m, prob.T), _physical_memory()
+    need, have = replicas * solve_bytes(prob.N, prob.m, prob.T), _physical_memory()
     if have is not None and need > 0.8 * have:
         raise ValueError(
-            f"a DMFT solve with n_samples={prob.N}, m={prob.m}, steps={prob.T} needs "
+            f"a DMFT solve of {replicas} x n_samples={prob.N}, m={prob.m}, steps={prob.T} needs "
             f"{need / 2**30:.1f} GiB, more than 80% of this machine's {have / 2**30:.1f} GiB: "
             "use fewer steps or n_samples"
         )
@@ -253,36 +359,49 @@ def _psi(net, U, y):
 # the causal solve
 # ---------------------------------------------------------------------------------------------
 def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
-    st = _State.empty(prob)
+    """One solve: :func:`_solve_replicas` with one replica."""
+    return _solve_replicas(prob, [draws], progress, rule)[0]
+
+
+def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
+    """Solve independent replicas (one per entry of ``draws``) step by step in lockstep.
+
+    With ``rule`` (an :class:`rmt.PlateauRule`) the mean of the replicas' curves is fed to the
+    online plateau rule, and every replica stops ``window`` steps after the plateau of that
+    mean: one ``t1`` for all of them.  A replica that fails stops the others at that step."""
+    states = [_State.empty(prob) for _ in draws]
     message, ok = "converged: causal sweep over the time grid", True
     seg = None
-    if rule is not None:  # the online plateau rule of rmt.descent, fed the DMFT curves
+    if rule is not None:  # the online plateau rule of rmt.descent, fed the mean DMFT curves
         from .descent import _Segmenter
 
         curves = np.full((3, prob.T), np.nan)  # train loss, gradient norm, overlap
         seg = _Segmenter(curves[0], curves[1], curves[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
-    # call, slowed the parallel response kernel that follows by 1.5x (2 cores, 2026-12-04)
+    # call, slowed the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
     with threadpool_limits(limits=1, user_api="blas"), bar:
         for t in range(prob.T):
             try:
-                _n_side_step(prob, draws, st, t)
+                for dr, st in zip(draws, states):
+                    _n_side_step(prob, dr, st, t)
             except FloatingPointError as err:
                 message, ok = f"failed at step {t}: {err}", False
                 break
-            _d_side_step(prob, draws, st, t)
+            for dr, st in zip(draws, states):
+                _d_side_step(prob, dr, st, t)
             bar.update(1)
             if seg is not None:
-                curves[:, t] = _curve_point(prob, st, t)
+                curves[:, t] = np.mean([_curve_point(prob, st, t) for st in states], axis=0)
                 if seg.push(t) is not None and t + 1 < prob.T:
                     message += (
                         f"; stopped after step {t}, {rule.window} steps after the plateau "
                         f"at {seg.plateau}"
                     )
-                    prob, st = _truncated(prob, st, t + 1)
+                    cut = [_truncated(prob, st, t + 1) for st in states]
+                    prob, states = cut[0][0], [c[1] for c in cut]
                     break
-    return _result(prob, draws, st, ok, message)
+    return [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
 
 
 def _curve_point(prob, st, t):
@@ -546,7 +665,8 @@ def _test_loss(prob, draws, st, t) -> float:
     lam, V = np.linalg.eigh(st.Qp[t, t])
     root = (V * np.sqrt(np.clip(lam, 0.0, None))) @ V.T
     U = draws["z_test"] @ st.M[t].T + draws["g_test"] @ root
-    ell, _, _ = _psi(prob.net, U, draws["y_test"])
+    s, _, _ = prob.net.sigma(U)
+    ell, _, _ = prob.net.loss_derivatives(draws["y_test"], s @ np.asarray(prob.net.a, float))
     return float(np.mean(ell))
 
 
@@ -628,8 +748,16 @@ class DMFTHessian:
     ``edge_lo``, ``edge_hi``: bulk edges; ``outliers`` the left outliers (farthest first) and
     ``overlaps_theta`` their squared ``Theta*`` overlaps; ``bottom`` the lowest predicted
     eigenvalue; ``theta_outlier`` the lowest outlier whose overlap is at least
-    :data:`THETA_OVERLAP_MIN` (NaN if none) and ``negative`` whether it is below 0: the
-    criterion of ``delta_NN``.  ``result`` is the DMFT solve and ``law`` the spike law at ``t1``.
+    :data:`THETA_OVERLAP_MIN` (NaN if none).
+
+    ``theta_margin`` is the BBP margin of the ``Theta*`` direction at the left edge: the
+    largest ``-mu_j`` over the eigenpairs of the spike matrix ``S_lambda`` at the edge whose
+    eigenvectors lie at least :data:`THETA_WEIGHT_MIN` along ``Theta*`` (docs/theory.md
+    section 4); it is positive iff a left ``Theta*`` outlier exists, and continuous in
+    ``delta``.  ``learning_margin = min(theta_margin, -x)``, with ``x`` the ``Theta*``
+    outlier (the left edge while there is none), is positive iff a *negative* ``Theta*``
+    outlier exists: the criterion of ``delta_NN`` (docs/dmft.md 8.10), and ``negative`` is
+    ``learning_margin > 0``.  ``result`` is the DMFT solve and ``law`` the spike law at ``t1``.
     """
 
     delta: float
@@ -647,6 +775,8 @@ class DMFTHessian:
     message: str
     result: DMFTResult
     law: object = None
+    theta_margin: float = float("nan")
+    learning_margin: float = float("nan")
 
 
 def dmft_hessian(
@@ -680,8 +810,6 @@ def dmft_hessian(
     ``converged=False`` and the reason in ``message``, never as a number.
     """
     from .descent import PlateauRule, segment_phases
-    from .freeprob.mp import ConvergenceError
-    from .freeprob.plugin import plugin_prediction
 
     res = dmft_gd(
         model,
@@ -721,19 +849,48 @@ def dmft_hessian(
             f"no plateau detected within {steps} steps of the DMFT curves (the rule needs "
             f"{window} steps after it): pass more steps"
         )
-    t1 = int(phases.plateau_step)
-    law = dmft_law(res, net, t1, weight_decay)
+    return hessian_at_step(res, net, int(phases.plateau_step), phases.rule, weight_decay)
+
+
+def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0) -> DMFTHessian:
+    """Edges, outliers, overlaps and BBP margins of the Hessian at step ``t1`` of a DMFT solve.
+
+    Parameters
+    ----------
+    result : DMFTResult
+        A converged solve with at least ``t1 + 1`` steps.
+    net : rmt.TwoLayerNet
+    t1 : int
+        The step (the plateau, for :func:`dmft_hessian`).
+    rule : str, optional
+        How ``t1`` was found, kept in the result.
+    weight_decay : float
+        The shift of the Hessian.
+
+    Returns
+    -------
+    DMFTHessian
+        At :func:`dmft_law` of step ``t1`` (docs/dmft.md 8.9); ``converged`` is False, with the
+        reason, when the spectrum or the margin of that law failed.
+    """
+    law = dmft_law(result, net, t1, weight_decay)
     try:
-        pred = plugin_prediction(law, res.delta)
-    except ConvergenceError as err:
-        return failed(f"the spectrum of the DMFT law at t1 = {t1} failed: {err}", t1, phases.rule)
+        pred = plugin_prediction(law, result.delta)
+        margin = theta_margin(law, result.delta)
+    except (ConvergenceError, ValueError) as err:
+        nan, empty = float("nan"), np.array([])
+        return DMFTHessian(
+            result.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False,
+            f"the spectrum of the DMFT law at t1 = {t1} failed: {err}", result,
+        )  # fmt: skip
     big = np.flatnonzero(pred.overlaps_theta >= THETA_OVERLAP_MIN)
     theta_val = float(pred.outliers[big[0]]) if big.size else float("nan")
     theta_ov = float(pred.overlaps_theta[big[0]]) if big.size else float("nan")
+    learning = min(margin, -(theta_val if big.size else float(pred.edge_lo)))
     return DMFTHessian(
-        res.delta,
+        result.delta,
         t1,
-        phases.rule,
+        rule,
         pred.edge_lo,
         pred.edge_hi,
         pred.outliers,
@@ -741,73 +898,58 @@ def dmft_hessian(
         pred.bottom,
         theta_val,
         theta_ov,
-        bool(big.size and theta_val < 0.0),
+        bool(learning > 0.0),
         True,
-        f"plateau at step {t1} ({phases.rule}); {res.message}",
-        res,
+        f"plateau at step {t1} ({rule}); {result.message}",
+        result,
         law,
+        margin,
+        learning,
     )
 
 
-@dataclass(frozen=True)
-class DMFTThreshold:
-    """``delta_NN`` from the DMFT (:func:`dmft_delta_nn`).
+#: the least weight along ``Theta*`` of an eigenvector of the spike matrix at the edge for its
+#: eigenvalue to enter the ``Theta*`` BBP margin (:func:`theta_margin`).  With Monte Carlo
+#: nodes every eigenvector has some weight there; those of the ``Theta*`` pair carry most of it
+#: (0.99 for phase retrieval, m = 2, near ``delta_NN``), the others a few percent
+THETA_WEIGHT_MIN = 0.5
 
-    ``value`` is the geometric midpoint of the final bracket ``(lo, hi)``: no negative
-    ``Theta*`` outlier at ``t1`` at ``lo``, one at ``hi``.  ``evaluations`` maps every
-    ``delta`` tried to its :class:`DMFTHessian`.  ``converged`` is False (``value`` NaN,
-    ``message`` says why) when an evaluation failed or the bracket does not hold.
+
+def theta_margin(law, delta) -> float:
+    """The BBP margin of the ``Theta*`` direction on the left of the spectrum.
+
+    Parameters
+    ----------
+    law : rmt.SpikeLaw
+        The spike law (here :func:`dmft_law` at ``t1``).
+    delta : float
+        The sample ratio ``n / d``.
+
+    Returns
+    -------
+    float
+        ``max(-mu_j)`` over the eigenpairs ``(mu_j, v_j)`` of ``S_lambda`` at the left edge
+        (docs/theory.md section 4) with ``|v_j|^2`` at least :data:`THETA_WEIGHT_MIN` on the
+        ``Theta*`` rows: positive iff a left outlier along ``Theta*`` exists.  Continuous in
+        ``delta`` and in the law, so a root in ``delta`` is the BBP point.
+
+    Raises
+    ------
+    ValueError
+        When the left edge is an atom or unbounded, or no eigenvector lies mainly along
+        ``Theta*``: then there is no such margin.
     """
-
-    value: float
-    lo: float
-    hi: float
-    converged: bool
-    message: str
-    evaluations: dict
-
-
-class _EvaluationFailed(Exception):
-    """A DMFT evaluation inside the bisection failed: the search stops and says why."""
-
-
-def dmft_delta_nn(model, net, lo=1.0, hi=8.0, *, rtol=0.05, progress=None, **kwargs):
-    """The smallest ``delta`` with a negative ``Theta*`` outlier at the DMFT plateau ``t1``:
-    the asymptotic ``delta_NN`` (docs/dmft.md 8.9), by the geometric bisection of
-    :func:`rmt.bisect_transition` on ``[lo, hi]`` until ``hi / lo <= 1 + rtol`` (one "seed":
-    the DMFT draws of ``rng``).
-
-    ``kwargs`` go to :func:`dmft_hessian` at every ``delta`` (``lr``, ``steps``,
-    ``init_scale``, ``n_samples``, ``rng``, ...).  ``progress``: a callable given each
-    :class:`DMFTHessian` as it is found.  Each evaluation is one DMFT solve, stopped at its
-    plateau unless ``stop_at_plateau=False`` is passed (seconds to minutes: the cost grows as
-    ``t1^3``).  A failed evaluation stops the search, reported in ``message``.
-    """
-    from .transition_stats import bisect_transition
-
-    lo = check_positive_float(lo, "lo")
-    hi = check_positive_float(hi, "hi")
-    if not hi > lo:
-        raise ValueError(f"hi must exceed lo; got lo = {lo!r}, hi = {hi!r}")
-    rtol = check_positive_float(rtol, "rtol")
-    kwargs.setdefault("stop_at_plateau", True)
-    evals = {}
-
-    def negative(delta, _seed):
-        out = dmft_hessian(model, net, delta, **kwargs)
-        evals[float(delta)] = out
-        if progress is not None:
-            progress(out)
-        if not out.converged:
-            raise _EvaluationFailed(f"delta = {delta:g}: {out.message}")
-        return out.negative
-
-    try:  # the bracket width, not a count of evaluations, ends the search
-        est = bisect_transition(negative, lo, hi, (0,), rtol=rtol, max_evals=1000)
-    except _EvaluationFailed as err:
-        return DMFTThreshold(float("nan"), lo, hi, False, str(err), evals)
-    if not est.found:
-        message = f"the bracket does not hold: {est.reason}"
-        return DMFTThreshold(float("nan"), lo, hi, False, message, evals)
-    b_lo, b_hi = est.bracket
-    return DMFTThreshold(est.delta, b_lo, b_hi, True, "converged", evals)
+    mp = MPSystem(law, delta)
+    edge, kind, G_edge, points = edge_and_branch(mp, -1)
+    if kind in ("atom", "unbounded"):
+        raise ValueError(f"the left edge is {'an atom' if kind == 'atom' else 'unbounded'}")
+    branch = RealBranch(mp, -1, edge, G_edge, points)
+    vals, vecs = np.linalg.eigh(branch.S(edge)[0])
+    weight = np.sum(vecs[: law.theta_dims * law.m] ** 2, axis=0)
+    along = weight >= THETA_WEIGHT_MIN
+    if not np.any(along):
+        raise ValueError(
+            f"no eigenvector of the spike matrix at the edge lies mainly along Theta* "
+            f"(largest weight {weight.max():.2f})"
+        )
+    return float(np.max(-vals[along]))

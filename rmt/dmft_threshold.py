@@ -1,0 +1,481 @@
+"""The asymptotic ``delta_NN``: the root in ``delta`` of the learning margin at the DMFT plateau.
+
+docs/dmft.md section 8.10.  At each ``delta``, :func:`dmft_margin` solves the DMFT of the first
+phase in ``replicas`` independent replicas (their own draws, the same at every ``delta``) and
+reads at each replica's plateau the learning margin of :class:`rmt.DMFTHessian`: positive iff
+the Hessian at ``W1`` has a negative outlier along ``Theta*``.  The margin is continuous in
+``delta``, so :func:`dmft_delta_nn` finds its sign change by steps of a factor 2 and then its
+root by regula falsi (Illinois), and interpolates linearly between the two closest points
+that straddle it.  The standard error is the jackknife over the replicas of that
+interpolated root: the Monte Carlo error of the draws, the only random part of the method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validation import check_positive_float, check_positive_int
+from .descent import PlateauRule, segment_phases
+from .dmft import CURVES, ESCAPE_OVERLAP, dmft_replicas, hessian_at_step
+
+
+@dataclass(frozen=True)
+class DMFTEvaluation:
+    """The learning margin at one ``delta`` over independent replicas (:func:`dmft_margin`).
+
+    Attributes
+    ----------
+    delta : float
+        The sample ratio.
+    t1 : int or None
+        The plateau of the replicas' mean curves, shared by all replicas.
+    margins : numpy.ndarray
+        The learning margin of each replica at ``t1`` (:class:`rmt.DMFTHessian`).
+    loo_margins : numpy.ndarray
+        The jackknife values: entry ``r`` is the mean margin of the other replicas at the
+        plateau of *their* mean curves.
+    margin, margin_se : float
+        The mean of ``margins`` and its jackknife standard error (NaN when ``converged`` is
+        False).
+    hessians : tuple of DMFTHessian
+        The replicas' Hessians at ``t1``.
+    converged : bool
+        Whether the mean curves reached a plateau within ``max_steps`` and every replica
+        gave a margin there.
+    message : str
+        What failed, or where the plateau is.
+    """
+
+    delta: float
+    t1: int | None
+    margins: np.ndarray
+    loo_margins: np.ndarray
+    margin: float
+    margin_se: float
+    hessians: tuple
+    converged: bool
+    message: str
+
+    @property
+    def sign(self) -> int:
+        """``+1`` (a negative ``Theta*`` outlier), ``-1`` (none) or ``0`` (failed)."""
+        return 0 if not self.converged else (1 if self.margin > 0 else -1)
+
+
+#: test draws of the solves of :func:`dmft_margin`: the test loss enters neither the plateau
+#: rule nor the Hessian, so few are kept
+N_TEST = 1000
+
+
+def _replica_seeds_ok(rng):
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise TypeError(f"rng must be a non-negative int (one seed for every delta); got {rng!r}")
+
+
+def _jackknife_se(loo) -> float:
+    R = loo.size
+    return float(np.sqrt((R - 1) / R * np.sum((loo - loo.mean()) ** 2)))
+
+
+def _plateau(results, rule, drop=None):
+    """The plateau step of the mean curves of ``results`` (leaving out replica ``drop``), or
+    None when the rule does not confirm one within the steps solved."""
+    keep = [r for i, r in enumerate(results) if i != drop]
+    mean = {k: np.mean([getattr(r, k) for r in keep], axis=0) for k in CURVES[:4]}
+    phases = segment_phases(
+        mean["train_loss"], mean["grad_norm"], mean["overlap"], window=rule.window,
+        depth=rule.depth, flat_rtol=rule.flat_rtol, escape_overlap=ESCAPE_OVERLAP,
+    )  # fmt: skip
+    return int(phases.plateau_step) if phases.detected else None
+
+
+def dmft_margin(
+    model,
+    net,
+    delta,
+    *,
+    replicas=4,
+    n_samples=2500,
+    rng=0,
+    steps=300,
+    max_steps=1200,
+    lr=0.5,
+    init_scale=1e-2,
+    weight_decay=0.0,
+    rule=None,
+    progress=False,
+) -> DMFTEvaluation:
+    """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
+
+    The replicas are solved in lockstep (:func:`rmt.dmft.dmft_replicas`) and stop at the plateau
+    of their mean curves, ``t1``; each replica's Hessian at ``t1`` gives a learning margin.
+    The standard error is the jackknife over the replicas, with the plateau itself found
+    again on the mean curves of each leave-one-out set.
+
+    Parameters
+    ----------
+    model : rmt.MultiIndexModel
+    net : rmt.TwoLayerNet
+    delta : float
+        The sample ratio ``n / d``.
+    replicas : int
+        Independent replicas, each with its own draws; at least 2.
+    n_samples : int
+        Monte Carlo draws of each replica.
+    rng : int
+        Seed of the replicas' draws: the same draws at every ``delta``.
+    steps, max_steps : int
+        The first step budget, and the most it grows to (doubling) while the mean curves
+        have no confirmed plateau.
+    lr, init_scale, weight_decay
+        As in :func:`rmt.gradient_descent`.
+    rule : rmt.PlateauRule, optional
+        The plateau rule (default ``PlateauRule()``).
+    progress : bool
+        A tqdm bar over the steps of each solve.
+
+    Returns
+    -------
+    DMFTEvaluation
+        ``converged`` is False, with the reason, when no plateau came within ``max_steps``,
+        a solve diverged, or the spectrum at ``t1`` failed: never a number in their place.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input.
+    """
+    delta = check_positive_float(delta, "delta")
+    steps = check_positive_int(steps, "steps", minimum=2)
+    max_steps = check_positive_int(max_steps, "max_steps", minimum=steps)
+    rule = PlateauRule() if rule is None else rule
+    if not isinstance(rule, PlateauRule):
+        raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
+    _replica_seeds_ok(rng)
+
+    def failed(message, t1=None, hs=()):
+        nan = np.full(replicas, np.nan)
+        return DMFTEvaluation(delta, t1, nan, nan, np.nan, np.nan, tuple(hs), False, message)
+
+    while True:
+        reps = dmft_replicas(
+            model, net, delta, lr, steps, init_scale, replicas=replicas,
+            weight_decay=weight_decay, n_samples=n_samples, n_test=N_TEST, rng=rng,
+            progress=progress, stop_at_plateau=True, segment=rule,
+        )  # fmt: skip
+        if not reps.converged:
+            return failed(f"the DMFT solve failed: {reps.message}")
+        t1 = _plateau(reps.results, rule)
+        if t1 is not None or steps >= max_steps:
+            break
+        steps = min(2 * steps, max_steps)
+    if t1 is None:
+        return failed(f"no plateau of the mean DMFT curves within {max_steps} steps")
+    return _margins_at_plateau(reps.results, net, t1, rule, weight_decay, failed)
+
+
+def _margins_at_plateau(results, net, t1, rule, weight_decay, failed) -> DMFTEvaluation:
+    """Each replica's learning margin at ``t1``, and the jackknife values (docs/dmft.md 8.10)."""
+    cache = {}
+
+    def margins_at(t):
+        if t not in cache:
+            cache[t] = [hessian_at_step(r, net, t, "mean curves", weight_decay) for r in results]
+        return cache[t]
+
+    hs = margins_at(t1)
+    bad = [f"replica {i}: {h.message}" for i, h in enumerate(hs) if not h.converged]
+    if bad:
+        return failed("; ".join(bad), t1, hs)
+    margins = np.array([h.learning_margin for h in hs])
+    loo = []
+    for r in range(len(results)):
+        t = _plateau(results, rule, drop=r)
+        others = [h for i, h in enumerate(margins_at(t1 if t is None else t)) if i != r]
+        if not all(h.converged for h in others):
+            return failed(f"the spectrum at the leave-one-out plateau {t} failed", t1, hs)
+        loo.append(np.mean([h.learning_margin for h in others]))
+    loo = np.array(loo)
+    return DMFTEvaluation(
+        results[0].delta, t1, margins, loo, float(margins.mean()), _jackknife_se(loo), tuple(hs),
+        True, f"plateau of the mean curves at step {t1}",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DMFTThreshold:
+    """``delta_NN`` of the DMFT (:func:`dmft_delta_nn`).
+
+    Attributes
+    ----------
+    value : float
+        The root of the mean learning margin, interpolated linearly between ``lo`` and ``hi``
+        (NaN when ``converged`` is False).
+    stderr : float
+        Its Monte Carlo standard error: the jackknife over the replicas.
+    lo, hi : float
+        The closest evaluated ``delta`` with a negative and a positive mean margin.
+    converged : bool
+        Whether the sign change was bracketed and the root found to ``rtol``.
+    message : str
+        Why the search failed, or how it ended.
+    evaluations : dict
+        Every ``delta`` evaluated with ``n_samples`` draws, mapped to its
+        :class:`DMFTEvaluation` (failed ones included).
+    replicas, n_samples : int
+        The replicas per ``delta`` and the draws of each.
+    pilot_evaluations : dict
+        The evaluations of the pilot search (fewer draws), the same way.
+    """
+
+    value: float
+    stderr: float
+    lo: float
+    hi: float
+    converged: bool
+    message: str
+    evaluations: dict = field(default_factory=dict)
+    replicas: int = 0
+    n_samples: int = 0
+    pilot_evaluations: dict = field(default_factory=dict)
+
+
+def _interpolated_root(neg, pos):
+    """The root of the line through the mean margins at ``neg`` and ``pos`` (signs opposite),
+    and its jackknife standard error (from the leave-one-out margins at both points)."""
+
+    def root(g_neg, g_pos):
+        return neg.delta + (pos.delta - neg.delta) * g_neg / (g_neg - g_pos)
+
+    value = root(neg.margin, pos.margin)
+    loo = np.array([root(a, b) for a, b in zip(neg.loo_margins, pos.loo_margins)])
+    return float(value), _jackknife_se(loo)
+
+
+class _Search:
+    """The evaluations of one search: ``delta -> DMFTEvaluation``, in the order tried."""
+
+    def __init__(self, evaluate, max_evals, progress):
+        self.evaluate, self.max_evals, self.progress = evaluate, max_evals, progress
+        self.evals = {}
+
+    def __call__(self, delta) -> DMFTEvaluation:
+        if len(self.evals) >= self.max_evals:
+            raise _OutOfEvaluations
+        ev = self.evaluate(float(delta))
+        self.evals[float(delta)] = ev
+        if self.progress is not None:
+            self.progress(ev)
+        return ev
+
+    def failures(self) -> str:
+        bad = [f"delta = {x:.4g}: {ev.message}" for x, ev in self.evals.items() if not ev.sign]
+        return " | ".join(bad)
+
+
+class _OutOfEvaluations(Exception):
+    """The search used its ``max_evals`` evaluations."""
+
+
+def _bracket(search, start, lo, hi):
+    """Walk from ``start`` within ``[lo, hi]`` to the sign change of the mean margin: a first
+    step of a factor 1.5 (down while the margin is positive, up while it is negative), then
+    secant steps through the last two points that aim 10% past their root (at most a factor
+    2 a step, and a factor 2 when the secant points the wrong way).  Points far below the
+    threshold, where the plateau is long and a solve slow, are so avoided.  A failed point is
+    replaced once by the geometric midpoint towards the last good one.  Returns
+    ``(ev_neg, ev_pos)`` or ``None``."""
+    x, last = start, None
+    while True:
+        ev = search(x)
+        if not ev.sign and last is not None:
+            ev = search(np.sqrt(x * last.delta))
+        if not ev.sign:
+            if last is None and x < hi:  # the first point failed: more data, then
+                x = min(2 * x, hi)
+                continue
+            return None
+        if last is not None and last.sign != ev.sign:
+            return (ev, last) if ev.sign < 0 else (last, ev)
+        nxt = _next_point(ev, last)
+        nxt = min(max(nxt, lo), hi)
+        if nxt == ev.delta:
+            return None
+        x, last = nxt, ev
+
+
+def _next_point(ev, last) -> float:
+    """The next point of :func:`_bracket` after ``ev`` (``last`` the point before, or None)."""
+    x, down = ev.delta, ev.sign > 0
+    plain = x / 1.5 if down else x * 1.5
+    if last is None:
+        return plain
+    slope = (ev.margin - last.margin) / (x - last.delta)
+    if not slope > 0:  # the margin grows with delta near a BBP point; else plain steps
+        return x / 2 if down else 2 * x
+    root = x - ev.margin / slope
+    aim = root - 0.1 * (x - root)
+    return float(np.clip(aim, x / 2, 2 * x))
+
+
+def _refine(search, neg, pos, rtol):
+    """Regula falsi with the Illinois rule on the mean margin until ``pos / neg`` (or its
+    inverse) is within ``1 + rtol``; a failed point is replaced by the geometric midpoint.
+    Returns the final ``(neg, pos)`` and whether the width was reached."""
+    g_neg, g_pos, side = neg.margin, pos.margin, 0
+    while max(pos.delta, neg.delta) / min(pos.delta, neg.delta) > 1 + rtol:
+        a, b = neg.delta, pos.delta
+        x = a + (b - a) * g_neg / (g_neg - g_pos)
+        x = float(np.clip(x, min(a, b) + 0.1 * abs(b - a), max(a, b) - 0.1 * abs(b - a)))
+        ev = search(x)
+        if not ev.sign:
+            ev = search(np.sqrt(a * b))
+            if not ev.sign:
+                return neg, pos, False
+        if ev.sign < 0:
+            neg, g_neg = ev, ev.margin
+            g_pos = g_pos / 2 if side < 0 else g_pos
+            side = -1
+        else:
+            pos, g_pos = ev, ev.margin
+            g_neg = g_neg / 2 if side > 0 else g_neg
+            side = 1
+    return neg, pos, True
+
+
+def dmft_delta_nn(
+    model,
+    net,
+    lo=0.5,
+    hi=64.0,
+    *,
+    start=4.0,
+    rtol=0.1,
+    max_evals=12,
+    replicas=4,
+    n_samples=5000,
+    pilot=4,
+    rng=0,
+    progress=None,
+    **kwargs,
+) -> DMFTThreshold:
+    """The asymptotic ``delta_NN``: where a negative ``Theta*`` outlier appears in the Hessian
+    at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
+
+    Parameters
+    ----------
+    model : rmt.MultiIndexModel
+    net : rmt.TwoLayerNet
+    lo, hi : float
+        The range searched.
+    start : float
+        The first ``delta`` (clipped into ``[lo, hi]``); the search walks from it by factors
+        of 2 until the mean learning margin changes sign, then refines the root.
+    rtol : float
+        The search stops when the bracket's ends are within a factor ``1 + rtol``; the value
+        is interpolated linearly between them.
+    max_evals : int
+        The most ``delta`` evaluated (each costs ``replicas`` DMFT solves).
+    replicas, n_samples, rng
+        As in :func:`dmft_margin`: independent replicas of ``n_samples`` draws each, seeded
+        from ``rng``, the same at every ``delta``.
+    pilot : int
+        The walk and the refinement use ``n_samples // pilot`` draws a replica; then two
+        evaluations with ``n_samples`` draws straddle the pilot's root (moving out while they
+        do not), and the value is interpolated between them.  ``pilot=1``: every evaluation
+        with ``n_samples`` draws.
+    progress : callable, optional
+        Called with each :class:`DMFTEvaluation` as it is found.
+    **kwargs
+        Passed to :func:`dmft_margin` (``steps``, ``max_steps``, ``lr``, ``init_scale``, ...).
+
+    Returns
+    -------
+    DMFTThreshold
+        ``converged`` is False, with the reason and every evaluation, when no sign change was
+        bracketed in ``[lo, hi]``, an evaluation failed where the search needed it, or
+        ``max_evals`` ran out; ``value`` and ``stderr`` are then NaN.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input, before any solve.
+    """
+    lo, hi = check_positive_float(lo, "lo"), check_positive_float(hi, "hi")
+    if not hi > lo:
+        raise ValueError(f"hi must exceed lo; got lo = {lo!r}, hi = {hi!r}")
+    start = min(max(check_positive_float(start, "start"), lo), hi)
+    rtol = check_positive_float(rtol, "rtol")
+    max_evals = check_positive_int(max_evals, "max_evals", minimum=2)
+    replicas = check_positive_int(replicas, "replicas", minimum=2)
+    _replica_seeds_ok(rng)  # validate before any solve
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
+    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+    pilot = check_positive_int(pilot, "pilot")
+    full = _Search(_evaluator(model, net, replicas, n_samples, rng, kwargs), max_evals, progress)
+    search = full
+    if pilot > 1:
+        few = max(n_samples // pilot, 2)
+        search = _Search(_evaluator(model, net, replicas, few, rng, kwargs), max_evals, progress)
+
+    def failed(message):
+        return DMFTThreshold(
+            np.nan, np.nan, lo, hi, False, message, full.evals, replicas, n_samples, search.evals
+        )
+
+    try:
+        ends = _bracket(search, start, lo, hi)
+        if ends is None:
+            why = search.failures() or "the learning margin keeps its sign"
+            return failed(f"no sign change of the learning margin found in [{lo:g}, {hi:g}]: {why}")
+        neg, pos, done = _refine(search, *ends, rtol)
+        if done and pilot > 1:
+            neg, pos, done = _straddle(full, *_interpolated_root(neg, pos), lo, hi)
+            if done:  # moved out: narrow again with the full draws
+                neg, pos, done = _refine(full, neg, pos, rtol)
+    except _OutOfEvaluations:
+        return failed(f"{max_evals} evaluations did not bracket the root to rtol = {rtol:g}")
+    if not done:
+        return failed(
+            f"the root near [{neg.delta:.4g}, {pos.delta:.4g}] was not bracketed: "
+            f"{full.failures() or search.failures() or 'the margin kept its sign'}"
+        )
+    value, se = _interpolated_root(neg, pos)
+    a, b = sorted((neg.delta, pos.delta))
+    return DMFTThreshold(
+        value, se, a, b, True,
+        f"root of the learning margin between delta = {a:.4g} and {b:.4g}",
+        full.evals, replicas, n_samples, search.evals if pilot > 1 else {},
+    )  # fmt: skip
+
+
+def _evaluator(model, net, replicas, n_samples, rng, kwargs):
+    def evaluate(delta):
+        return dmft_margin(
+            model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng, **kwargs
+        )
+
+    return evaluate
+
+
+def _straddle(search, guess, guess_se, lo, hi, tries=3):
+    """Two evaluations on either side of ``guess`` (a pilot's root, standard error
+    ``guess_se``), ``guess_se`` away (between 2% and 5% of ``guess``); while both have one
+    sign, a point twice as far out on the other side.  Returns ``(neg, pos, found)``."""
+    h = float(np.clip(guess_se, 0.02 * guess, 0.05 * guess))
+    a = search(min(max(guess - h, lo), hi))
+    b = search(min(max(guess + h, lo), hi))
+    for _ in range(tries):
+        if a.sign and b.sign and a.sign != b.sign:
+            return ((a, b) if a.sign < 0 else (b, a)) + (True,)
+        if not (a.sign and b.sign):
+            return a, b, False
+        h *= 2
+        if a.sign > 0:  # both positive: the root is lower
+            a, b = search(min(max(guess - h, lo), hi)), a
+        else:
+            a, b = b, search(min(max(guess + h, lo), hi))
+    return a, b, False

@@ -1,0 +1,143 @@
+"""The asymptotic ``delta_NN`` (``rmt.dmft_threshold``, docs/dmft.md 8.10).
+
+- The search (walk, regula falsi, pilot and straddle, interpolation, jackknife) on planted
+  margins whose root and standard error are known in closed form.
+- The BBP margin of the ``Theta*`` direction against ``rmt.bbp_threshold`` on a population
+  law, and against the outliers it stands for.
+- The replicas: their mean curves and errors against the individual solves, and one shared
+  plateau.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rmt
+import rmt.dmft_threshold as dt
+from rmt.dmft_threshold import DMFTEvaluation
+
+ROOT, SLOPE = 2.7, 0.03
+#: the replicas' offsets of a planted margin: the same at every delta (common draws)
+OFFSETS = np.array([0.004, -0.002, 0.001, -0.005])
+
+
+def _planted(fail_below=None, calls=None):
+    """A :func:`dmft_margin` whose replica ``r`` has the margin ``SLOPE (delta - ROOT) +
+    OFFSETS[r]``, failing (no plateau) below ``fail_below``."""
+
+    def fake(model, net, delta, *, replicas, n_samples, rng, **kwargs):
+        if calls is not None:
+            calls.append((delta, n_samples))
+        if fail_below is not None and delta < fail_below:
+            nan = np.full(replicas, np.nan)
+            return DMFTEvaluation(
+                delta, None, nan, nan, np.nan, np.nan, (), False, "no plateau within 1200 steps"
+            )
+        g = SLOPE * (delta - ROOT) + OFFSETS[:replicas]
+        loo = np.array([np.delete(g, i).mean() for i in range(replicas)])
+        se = float(np.sqrt((replicas - 1) / replicas * np.sum((loo - loo.mean()) ** 2)))
+        return DMFTEvaluation(delta, 100, g, loo, float(g.mean()), se, (), True, "ok")
+
+    return fake
+
+
+def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(monkeypatch):
+    """A margin linear in ``delta`` with replica offsets ``e_r``: the root of the mean margin
+    is ``ROOT - mean(e) / SLOPE`` and the jackknife error of the root is that of a mean,
+    ``std(e) / (SLOPE sqrt(R))``, exactly."""
+    calls = []
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls))
+    out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
+    assert out.converged, out.message
+    want = ROOT - OFFSETS.mean() / SLOPE
+    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
+    np.testing.assert_allclose(out.value, want, rtol=1e-10)
+    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    assert out.lo < want < out.hi and out.hi / out.lo <= 1.11
+    # the pilot walks with a quarter of the draws; only the two straddling points use them all
+    assert {n for _, n in calls} == {1000, 4000} and len(out.evaluations) == 2
+    assert set(out.pilot_evaluations) == {x for x, n in calls if n == 1000}
+
+
+def test_a_failed_evaluation_does_not_end_the_search(monkeypatch):
+    """Points below 2.2 find no plateau: the search goes on above them, and when it cannot
+    bracket the root it says why, with no number."""
+    monkeypatch.setattr(dt, "dmft_margin", _planted(fail_below=2.2))
+    out = rmt.dmft_delta_nn(None, None, start=8.0, pilot=1)
+    assert out.converged and abs(out.value - (ROOT - OFFSETS.mean() / SLOPE)) < 1e-9
+    monkeypatch.setattr(dt, "dmft_margin", _planted(fail_below=3.0))
+    bad = rmt.dmft_delta_nn(None, None, start=8.0, pilot=1)
+    assert not bad.converged and np.isnan(bad.value) and np.isnan(bad.stderr)
+    assert "no plateau within 1200 steps" in bad.message
+    assert any(not ev.converged for ev in bad.evaluations.values())
+
+
+def test_no_sign_change_and_bad_input_are_reported(monkeypatch):
+    monkeypatch.setattr(dt, "dmft_margin", _planted())
+    out = rmt.dmft_delta_nn(None, None, 3.0, 8.0, pilot=1)
+    assert not out.converged and "no sign change" in out.message and np.isnan(out.value)
+    with pytest.raises(ValueError, match="hi must exceed lo"):
+        rmt.dmft_delta_nn(None, None, 2.0, 1.0)
+    with pytest.raises(TypeError, match="rng must be a non-negative int"):
+        rmt.dmft_delta_nn(None, None, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="replicas"):
+        rmt.dmft_delta_nn(None, None, replicas=1)
+
+
+def test_theta_margin_vanishes_at_the_bbp_threshold_of_a_population_law():
+    """The root in ``delta`` of :func:`rmt.theta_margin` on the population law of phase
+    retrieval (softplus/Huber, ``Q = I``) against :func:`rmt.bbp_threshold` (its own scan and
+    Brent root): the same BBP point, and a left ``Theta*`` outlier exactly where the margin
+    is positive."""
+    from scipy.optimize import brentq
+
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    law = rmt.SpikeLaw.from_network(model, net, np.eye(2))
+    ref = rmt.bbp_threshold(law, "left")
+    assert ref.found
+    root = brentq(lambda x: rmt.theta_margin(law, x), 0.5 * ref.delta, 2 * ref.delta, xtol=1e-10)
+    assert abs(root - ref.delta) <= 1e-6 * ref.delta
+    for x, has in ((0.9 * ref.delta, False), (1.1 * ref.delta, True)):
+        assert (rmt.theta_margin(law, x) > 0) == has
+        theta = [o for o in rmt.outliers(law, x, "left") if o.overlap_theta > 1e-3]
+        assert bool(theta) == has
+
+
+def test_replicas_share_one_plateau_and_report_the_error_of_their_curves():
+    """:func:`rmt.dmft_replicas`: each replica is the solve of its own draws (its curves equal
+    a lone :func:`rmt.dmft_gd` driven by the same draws), the mean and standard error are
+    those of the replicas' curves, and with ``stop_at_plateau`` all stop at the plateau of the
+    mean curves."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    reps = rmt.dmft_replicas(model, net, 4.0, 0.5, 400, replicas=3, n_samples=400, n_test=200,
+                             rng=5, stop_at_plateau=True)  # fmt: skip
+    assert reps.converged and reps.plateau is not None
+    steps = {r.steps for r in reps.results}
+    assert steps == {reps.plateau + 51}
+    stack = np.stack([r.train_loss for r in reps.results])
+    np.testing.assert_allclose(reps.mean("train_loss"), stack.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(reps.stderr("train_loss"), stack.std(axis=0, ddof=1) / np.sqrt(3))
+    phases = rmt.segment_phases(
+        reps.mean("train_loss"), reps.mean("grad_norm"), reps.mean("overlap"), escape_overlap=0.5
+    )
+    assert phases.plateau_step == reps.plateau
+    with pytest.raises(ValueError, match="name must be one of"):
+        reps.mean("loss")
+
+
+def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
+    """:func:`rmt.dmft_margin` at ``delta = 4`` (far above ``delta_NN``): a negative
+    ``Theta*`` outlier in every replica, all at the shared plateau, a mean margin many
+    standard errors above 0, and a jackknife error within a factor 3 of the replicas' plain
+    ``std / sqrt(R)`` (they differ by the plateau found again without each replica)."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    ev = rmt.dmft_margin(model, net, 4.0, replicas=4, n_samples=800)
+    assert ev.converged, ev.message
+    assert all(h.t1 == ev.t1 and h.negative for h in ev.hessians)
+    plain = ev.margins.std(ddof=1) / 2
+    assert ev.margin > 5 * ev.margin_se
+    assert plain / 3 <= ev.margin_se <= 3 * plain
