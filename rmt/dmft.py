@@ -44,6 +44,14 @@ from .kernels.dmft import PAD, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
 
+#: the default ``relu_smoothing`` ``h``: at each step the ReLU of the per-sample process is
+#: ``w softplus(u / w)`` with ``w = h sd(u)`` per neuron (docs/dmft.md 8.11)
+RELU_SMOOTHING = 0.1
+
+#: the registry activations whose ``psi`` is Lipschitz, so that the pathwise responses are
+#: exact; ``relu`` (a jump of ``sigma'``) is smoothed, anything else is refused
+SMOOTH_ACTIVATIONS = ("tanh", "quadratic", "cubic", "softplus", "erf")
+
 
 @dataclass(frozen=True)
 class DMFTResult:
@@ -100,6 +108,7 @@ def dmft_gd(
     progress=False,
     stop_at_plateau=False,
     segment=None,
+    relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTResult:
     """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
 
@@ -115,9 +124,14 @@ def dmft_gd(
     :class:`rmt.PlateauRule`, default ``PlateauRule()``; online, as in
     :func:`rmt.gradient_descent`) confirms a plateau ``window`` steps after it; ``steps`` is
     then a maximum, and the result holds the steps done.  The equations are causal, so those
-    steps are exactly those of the full solve.  Returns :class:`DMFTResult`.
+    steps are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
+    solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/dmft.md
+    8.11: bias ``O(h^2)``, Monte Carlo variance ``O(1 / (N h))``); other activations ignore it.
+    Returns :class:`DMFTResult`.
     """
-    prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0)
+    prob = _Problem.make(
+        model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0, relu_smoothing
+    )
     n_test = check_positive_int(n_test, "n_test")
     _check_memory(prob)
     draws = _draws(prob, n_test, np.random.default_rng(rng))
@@ -185,6 +199,7 @@ def dmft_replicas(
     progress=False,
     stop_at_plateau=False,
     segment=None,
+    relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTReplicas:
     """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
 
@@ -211,7 +226,9 @@ def dmft_replicas(
     TypeError, ValueError
         For bad input, before any work.
     """
-    prob = _Problem.make(model, net, delta, lr, steps, init_scale, weight_decay, n_samples, None)
+    prob = _Problem.make(
+        model, net, delta, lr, steps, init_scale, weight_decay, n_samples, None, relu_smoothing
+    )
     n_test = check_positive_int(n_test, "n_test")
     replicas = check_positive_int(replicas, "replicas", minimum=2)
     if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
@@ -250,6 +267,7 @@ class _Problem:
     wd: float
     N: int
     M0: np.ndarray
+    smoothing: float = RELU_SMOOTHING
 
     @property
     def m(self) -> int:
@@ -260,13 +278,15 @@ class _Problem:
         return self.model.k
 
     @classmethod
-    def make(cls, model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0):
+    def make(cls, model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0, smoothing):
         if not isinstance(model, MultiIndexModel):
             raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
         if not isinstance(net, TwoLayerNet) and not all(
             hasattr(net, name) for name in ("width", "a", "sigma", "loss_derivatives")
         ):
             raise TypeError(f"net must be an rmt.TwoLayerNet; got {type(net).__name__}")
+        _check_activation(net)
+        smoothing = check_positive_float(smoothing, "relu_smoothing")
         m, k = net.width, model.k
         if M0 is None:
             M0 = np.zeros((m, k))
@@ -283,6 +303,17 @@ class _Problem:
             check_nonneg_float(weight_decay, "weight_decay"),
             check_positive_int(n_samples, "n_samples", minimum=2),
             M0,
+            smoothing,
+        )
+
+
+def _check_activation(net) -> None:
+    """Refuse a network whose ``psi`` the solver cannot differentiate (docs/dmft.md 8.11)."""
+    act = getattr(net, "activation", None)
+    if isinstance(net, TwoLayerNet) and act not in SMOOTH_ACTIVATIONS + ("relu",):
+        raise ValueError(
+            f"the DMFT solver treats the activations {SMOOTH_ACTIVATIONS} exactly and relu by "
+            f"smoothing; got {act!r}"
         )
 
 
@@ -343,9 +374,32 @@ def _draws(prob, n_test, rng) -> dict:
     return {"z": z, "y": y, "z_test": z_test, "y_test": y_test, "g_test": g_test, "rng": rng}
 
 
-def _psi(net, U, y):
-    """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian."""
-    s, ds, d2s = net.sigma(U)
+def _smoothed_relu(U, h):
+    """``(sigma, sigma', sigma'')`` of ``w softplus(u / w)``, ``w = h sd(u)`` per column of
+    ``U`` over the draws (docs/dmft.md 8.11); a column without spread keeps the exact ReLU."""
+    sd = U.std(axis=0)
+    w = np.where(sd > 0, h * sd, 1.0)
+    x = U / w
+    s = w * np.logaddexp(0.0, x)
+    ds = 0.5 * (1.0 + np.tanh(0.5 * x))
+    d2s = ds * (1.0 - ds) / w
+    flat = sd == 0
+    if np.any(flat):
+        s[:, flat] = np.maximum(U[:, flat], 0.0)
+        ds[:, flat] = (U[:, flat] > 0).astype(float)
+        d2s[:, flat] = 0.0
+    return s, ds, d2s
+
+
+def _psi(net, U, y, relu_smoothing=None):
+    """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
+
+    With ``relu_smoothing`` ``h`` a ReLU network uses the smoothed activation of
+    :func:`_smoothed_relu` at these draws (docs/dmft.md 8.11)."""
+    if relu_smoothing is not None and getattr(net, "activation", None) == "relu":
+        s, ds, d2s = _smoothed_relu(U, relu_smoothing)
+    else:
+        s, ds, d2s = net.sigma(U)
     a = np.asarray(net.a, dtype=np.float64)
     ell, dl, d2l = net.loss_derivatives(y, s @ a)
     v = ds * a
@@ -518,7 +572,7 @@ def _n_side_step(prob, draws, st, t) -> None:
     xi = st.G[:, :b] @ st.L[a:b, :b].T  # eq. (D7): xi^t = sum_{s<=t} L(t, s) g^s
     r = xi - (lr / dl) * B
     U = draws["z"] @ st.M[t].T + r
-    ell, psi, J = _psi(prob.net, U, draws["y"])
+    ell, psi, J = _psi(prob.net, U, draws["y"], prob.smoothing)
     if not (np.all(np.isfinite(psi)) and np.all(np.isfinite(J))):
         raise FloatingPointError("non-finite psi or Jacobian in the per-sample process")
     st.loss[t] = float(np.mean(ell))
@@ -795,6 +849,7 @@ def dmft_hessian(
     flat_rtol=0.01,
     progress=False,
     stop_at_plateau=False,
+    relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTHessian:
     """Edges, outliers and ``Theta*`` overlaps of the Hessian at the end of the first phase,
     without simulation (docs/dmft.md 8.9).
@@ -824,6 +879,7 @@ def dmft_hessian(
         progress=progress,
         stop_at_plateau=stop_at_plateau,
         segment=PlateauRule(window, depth, flat_rtol),
+        relu_smoothing=relu_smoothing,
     )
 
     def failed(message, t1=None, rule=None):

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._validation import check_positive_float, check_positive_int
 from .descent import PlateauRule, segment_phases
-from .dmft import CURVES, ESCAPE_OVERLAP, dmft_replicas, hessian_at_step
+from .dmft import CURVES, ESCAPE_OVERLAP, RELU_SMOOTHING, dmft_replicas, hessian_at_step
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ def dmft_margin(
     weight_decay=0.0,
     rule=None,
     progress=False,
+    relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
 
@@ -135,6 +136,8 @@ def dmft_margin(
         The plateau rule (default ``PlateauRule()``).
     progress : bool
         A tqdm bar over the steps of each solve.
+    relu_smoothing : float
+        The width of the smoothed ReLU, as in :func:`rmt.dmft_gd` (other activations ignore it).
 
     Returns
     -------
@@ -163,7 +166,7 @@ def dmft_margin(
         reps = dmft_replicas(
             model, net, delta, lr, steps, init_scale, replicas=replicas,
             weight_decay=weight_decay, n_samples=n_samples, n_test=N_TEST, rng=rng,
-            progress=progress, stop_at_plateau=True, segment=rule,
+            progress=progress, stop_at_plateau=True, segment=rule, relu_smoothing=relu_smoothing,
         )  # fmt: skip
         if not reps.converged:
             return failed(f"the DMFT solve failed: {reps.message}")
@@ -354,8 +357,8 @@ def dmft_delta_nn(
     start=4.0,
     rtol=0.1,
     max_evals=12,
-    replicas=4,
-    n_samples=5000,
+    replicas=8,
+    n_samples=2500,
     pilot=4,
     rng=0,
     progress=None,

@@ -19,7 +19,7 @@ from rmt.dmft_threshold import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
 #: the replicas' offsets of a planted margin: the same at every delta (common draws)
-OFFSETS = np.array([0.004, -0.002, 0.001, -0.005])
+OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002])
 
 
 def _planted(fail_below=None, calls=None):
