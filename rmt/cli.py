@@ -1,4 +1,6 @@
-"""The ``rmt`` command: parse arguments, call the API, write JSON/CSV/PNG to ``--out``.
+"""rmt: when does a two-layer network learn a hidden feature? Hessian spectra, BBP thresholds and delta_NN.
+
+The ``rmt`` command line: each command calls the API and writes JSON/CSV/PNG to ``--out``.
 
 Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``bench``.  The options of the
 first four, and their defaults, are the fields of :class:`rmt.RunConfig` that name the command
@@ -24,7 +26,8 @@ COMMANDS = (*RUN_COMMANDS, "bench")
 HELP = {
     "spectrum": "spectrum and theory for one configuration",
     "sweep": "theory against simulation on a grid of delta",
-    "threshold": "thresholds: delta_pop and delta_alg; with --point trained, delta_NN and delta_GD by simulation",
+    "threshold": "thresholds: the asymptotic delta_NN (DMFT) with its error, delta_alg and delta_pop; "
+    "with --point trained also delta_NN and delta_GD by simulation",
     "train": "one gradient-descent run: its two phases, the Hessian at the plateau, the escape",
     "learn": "what gradient descent learns across delta: the learning transition next to the Hessian one",
     "bench": "run the benchmark scripts of a source checkout",

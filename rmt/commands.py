@@ -106,11 +106,13 @@ def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
 
     if config.point == "trained":
         return cmd_threshold_trained(config, out, progress, quiet)
-    if config.dmft:
-        raise ValueError("--dmft needs --point trained: the DMFT predicts the trained point")
+    t0 = time.perf_counter()
     _stage(quiet, "delta_pop, delta_BBP and delta_alg of the configuration")
     summary, res = threshold_summary(config)
-    timings = {"wall_time_s": summary["wall_time_s"]}
+    dmft = None if config.no_dmft else _dmft_threshold(config, None if quiet else _say)
+    summary["delta_nn_dmft"] = dmft
+    timings = {"wall_time_s": time.perf_counter() - t0}
+    summary["wall_time_s"] = timings["wall_time_s"]
     table = None
     if config.table:
         t0 = time.perf_counter()
@@ -120,9 +122,13 @@ def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
     out = _prepare_out(out)
     write_json(out / "threshold.json", summary)
     files = ["threshold.json"]
+    if dmft is not None:
+        _say(format_dmft_threshold(dmft))
     _say(
-        f"delta_pop (population point) = {res.delta_pop:.4g}   delta_BBP = {res.delta_bbp:.4g}   "
-        f"delta_alg = {res.delta_alg:.4g}" + (f"   ({res.reason})" if res.reason else "")
+        f"delta_alg (spectral methods)                  = {format_threshold_value(res.delta_alg)}\n"
+        f"delta_pop (BBP at the population point)       = {format_threshold_value(res.delta_pop)}"
+        f"   (delta_BBP = {format_threshold_value(res.delta_bbp)})"
+        + (f"\n  {res.reason}" if res.reason else "")
     )
     if table is not None:
         write_table(out / "threshold_table.csv", table, TABLE_COLUMNS)
@@ -133,7 +139,12 @@ def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
         _say(format_threshold_table(table))
         summary["table"] = table
     write_manifest(out, "threshold", config, (), timings, files)
-    _wrote("threshold", f"delta_pop = {res.delta_pop:.4g}", [*files, "manifest.json"], out)
+    head = (
+        f"delta_NN = {dmft['delta']:.3f} ± {dmft['stderr']:.3f}"
+        if dmft is not None and dmft["converged"]
+        else f"delta_pop = {format_threshold_value(res.delta_pop)}"
+    )
+    _wrote("threshold", head, [*files, "manifest.json"], out)
     return summary
 
 
@@ -310,7 +321,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
         per_d[int(d)] = {k: res[k].as_dict() for k in ("delta_nn", "delta_gd")}
         runs += res["runs"]
     ref = reference_thresholds(config)
-    dmft = _dmft_threshold(config, lo, hi, say) if config.dmft else None
+    dmft = None if config.no_dmft else _dmft_threshold(config, say)
     main = per_d[config.d]
     summary = {
         "config": config.to_dict(),
@@ -356,6 +367,7 @@ def _dmft_kwargs(config: RunConfig) -> dict:
     return {
         "lr": config.lr,
         "steps": config.dmft_steps,
+        "max_steps": 4 * config.dmft_steps,
         "init_scale": config.init_scale,
         "weight_decay": config.weight_decay,
         "n_samples": config.dmft_samples,
@@ -388,12 +400,19 @@ def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
     out = {}
     for x in learning_curve_deltas(rows):
         _stage(quiet, f"DMFT of the first phase at delta = {x:g} ({config.dmft_steps} steps)")
-        out[x] = dmft_hessian(config.model(), config.net(), x, **_dmft_kwargs(config))
+        kwargs = _dmft_kwargs(config)
+        kwargs["steps"] = kwargs.pop("max_steps")  # a maximum: the solve stops at its plateau
+        out[x] = dmft_hessian(config.model(), config.net(), x, stop_at_plateau=True, **kwargs)
     return out
 
 
-def _dmft_threshold(config: RunConfig, lo, hi, say) -> dict:
-    """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[lo, hi]``, as a dict."""
+#: the least delta of the DMFT search of ``rmt threshold``
+DMFT_MIN_DELTA = 0.5
+
+
+def _dmft_threshold(config: RunConfig, say) -> dict:
+    """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[DMFT_MIN_DELTA,
+    config.max_delta]``, as a dict."""
     from .dmft_threshold import dmft_delta_nn
 
     def report(ev):
@@ -406,11 +425,17 @@ def _dmft_threshold(config: RunConfig, lo, hi, say) -> dict:
             )
             say(f"  DMFT at delta = {ev.delta:.4g}: {state}")
 
+    lo, hi = DMFT_MIN_DELTA, config.max_delta
     if say:
-        say(f"DMFT (d -> inf): root of the learning margin in delta in [{lo:g}, {hi:g}]")
+        say(
+            f"rmt: delta_NN of the DMFT (d -> inf): the root in delta in [{lo:g}, {hi:g}] of "
+            f"the learning margin at the plateau, {config.dmft_replicas} replicas of "
+            f"{config.dmft_samples} draws ..."
+        )
     res = dmft_delta_nn(
-        config.model(), config.net(), lo, hi, progress=report, **_dmft_kwargs(config)
-    )
+        config.model(), config.net(), lo, hi, progress=report,
+        replicas=config.dmft_replicas, **_dmft_kwargs(config),
+    )  # fmt: skip
     return {
         "delta": res.value if res.converged else None,
         "stderr": res.stderr if res.converged else None,

@@ -168,21 +168,34 @@ class RunConfig:
     )
     dmft: bool = option(
         False,
-        "the DMFT of the first phase (d -> inf, no simulation; docs/dmft.md 8.9): threshold "
-        "--point trained prints its delta_NN, learn draws its curves and Hessian at t1",
-        ("threshold", "learn"),
+        "draw the DMFT of the first phase (d -> inf, no simulation; docs/dmft.md 8.9): its "
+        "curves and its Hessian at t1",
+        ("learn",),
+        "search",
+    )
+    no_dmft: bool = option(
+        False,
+        "skip the asymptotic delta_NN of the DMFT (d -> inf; about a minute): print only the "
+        "population and spectral thresholds, or the simulated ones with --point trained",
+        ("threshold",),
         "search",
     )
     dmft_steps: int = option(
-        250,
-        "steps of the DMFT solve (must cover the plateau t1 + 50)",
+        300,
+        "first step budget of a DMFT solve; it doubles (to 4x) until the plateau is confirmed",
         ("threshold", "learn"),
         "search",
     )
     dmft_samples: int = option(
-        1500,
-        "Monte Carlo draws of the DMFT per-sample process",
+        2500,
+        "Monte Carlo draws of the DMFT per-sample process (per replica)",
         ("threshold", "learn"),
+        "search",
+    )
+    dmft_replicas: int = option(
+        8,
+        "independent DMFT replicas per delta: the Monte Carlo error of delta_NN",
+        ("threshold",),
         "search",
     )
     scheduler: str | None = option(
@@ -217,6 +230,7 @@ class RunConfig:
         check_positive_float(self.lr, "lr")
         check_positive_int(self.dmft_steps, "dmft_steps", minimum=2)
         check_positive_int(self.dmft_samples, "dmft_samples", minimum=2)
+        check_positive_int(self.dmft_replicas, "dmft_replicas", minimum=2)
         if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:
             raise ValueError(f"max_delta must be > {MIN_DELTA}; got {self.max_delta}")
         if not isinstance(self.table, (bool, np.bool_)):

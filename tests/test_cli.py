@@ -1,9 +1,11 @@
 """The command line: option grammar and one-line errors that leave no files behind."""
 
+import json
 import subprocess
 import sys
 from dataclasses import fields
 
+import numpy as np
 import pytest
 
 import rmt
@@ -97,7 +99,8 @@ def test_version_and_bench_options(tmp_path):
         (["spectrum", "--width", "0"], "width must be >= 1"),
         (["sweep", "--d", "ten"], "invalid int value"),
         (["frobnicate"], "invalid choice"),
-        (["threshold", "--dmft"], "--dmft needs --point trained"),
+        (["threshold", "--dmft"], "ambiguous option: --dmft"),
+        (["threshold", "--dmft-replicas", "1"], "--dmft-replicas must be >= 2"),
         (["threshold", "--dmft-steps", "1"], "--dmft-steps must be >= 2"),
     ],
 )
@@ -115,3 +118,35 @@ def test_main_returns_error_code_in_process(capsys, tmp_path):
     assert main(["sweep", "--noise", "-1", "--out", str(tmp_path / "o")]) == 2
     assert "noise" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, capsys, monkeypatch):
+    """``rmt threshold`` with no flag: the DMFT ``delta_NN`` with its standard error, then
+    ``delta_alg`` and ``delta_pop``; in ``threshold.json`` as numbers or, when the search
+    fails, as ``None`` with the reason.  The search is planted (its own tests are in
+    ``tests/test_dmft_threshold.py``); ``delta_alg = 1/2`` is phase retrieval's closed form."""
+    import rmt.dmft_threshold as dt
+
+    planted = rmt.DMFTThreshold(2.6012, 0.0313, 2.55, 2.66, True, "ok", {}, 8, 2500)
+    calls = []
+
+    def fake(model, net, lo, hi, **kwargs):
+        calls.append(kwargs)
+        return planted
+
+    monkeypatch.setattr(dt, "dmft_delta_nn", fake)
+    assert main(["threshold", "--out", str(tmp_path), "--json"]) == 0
+    cap = capsys.readouterr()
+    summary = json.loads(cap.out)
+    assert summary["delta_nn_dmft"]["delta"] == 2.6012
+    assert summary["delta_nn_dmft"]["stderr"] == 0.0313
+    assert summary["delta_alg"] == pytest.approx(0.5, rel=1e-6)
+    assert "delta_NN (DMFT, d -> inf) = 2.601 ± 0.031" in cap.err
+    assert calls[0]["replicas"] == 8 and calls[0]["n_samples"] == 2500
+    failed = rmt.DMFTThreshold(np.nan, np.nan, 0.5, 64, False, "no plateau", {}, 8, 2500)
+    monkeypatch.setattr(dt, "dmft_delta_nn", lambda *a, **k: failed)
+    assert main(["threshold", "--out", str(tmp_path / "b"), "--json"]) == 0
+    cap = capsys.readouterr()
+    summary = json.loads(cap.out)
+    assert summary["delta_nn_dmft"]["delta"] is None and "NaN" not in cap.out
+    assert "not determined: no plateau" in cap.err

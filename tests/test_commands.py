@@ -38,7 +38,7 @@ def test_spectrum_files_match_dense_eigh(tmp_path):
 
 
 def test_threshold_command_matches_scalar_reference(tmp_path):
-    cfg = RunConfig(width=1, activation="quadratic", loss="huber", point="zero")
+    cfg = RunConfig(width=1, activation="quadratic", loss="huber", point="zero", no_dmft=True)
     commands.cmd_threshold(cfg, tmp_path)
     out = json.loads((tmp_path / "threshold.json").read_text())
     ref = _scalar_bbp_reference(lambda z: 2 * min(z * z, 1.0), 2.0, [-1.0, 0.0, 1.0])

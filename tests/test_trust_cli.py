@@ -97,7 +97,7 @@ def _tiny(command):
     return {
         "spectrum": ["--d", "30", "--delta", "2"],
         "sweep": [*SMALL, "--delta", "2", "--seeds", "1"],
-        "threshold": ["--point", "zero", "--width", "1", "--activation", "quadratic"],
+        "threshold": ["--point", "zero", "--width", "1", "--activation", "quadratic", "--no-dmft"],
         "train": ["--d", "30", "--delta", "6", "--steps", "40", "--continue-steps", "0"],
         "learn": ["--d", "30", "--delta", "4,8", "--seeds", "1", "--steps", "300"],
     }[command]
@@ -144,7 +144,7 @@ def test_threshold_table_prints_only_json_on_stdout(tmp_path, capsys, mp):
         "threshold_table",
         lambda cfg, progress=True: real(cfg, experiments.TABLE_CONFIGS[:2], progress=progress),
     )
-    args = ["threshold", "--table", "--json", "--out", str(tmp_path)]
+    args = ["threshold", "--table", "--no-dmft", "--json", "--out", str(tmp_path)]
     assert main(args) == 0
     cap = capsys.readouterr()
     summary = json.loads(cap.out)
