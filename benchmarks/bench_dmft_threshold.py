@@ -1,0 +1,100 @@
+"""The asymptotic delta_NN (``rmt.dmft_delta_nn``): its wall time and its standard error.
+
+The goal: ``delta_NN`` with a standard error of at most 0.02 in at most 60 s on the project's
+2-core machine, for phase retrieval, softplus/Huber, m = 2 (docs/dmft.md 8.10).  A Monte Carlo
+error falls like ``N^{-1/2}`` and the time grows like ``N``, so ``time x (se / 0.02)^2`` is the
+time the same search needs for a standard error of 0.02: the figure of merit, printed with its
+ratio to the goal.
+
+The baseline, timed in the same run: one DMFT solve of the same draws (one replica at
+``delta = 4``, stopped at its plateau).  The search's time in units of that solve is its
+cost in solves, which is what the algorithm (not the machine) decides.
+
+Run: ``python benchmarks/bench_dmft_threshold.py [--seeds 0 1 2] [--replicas 8] [--draws 2500]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from _util import cpu_info
+
+import rmt
+
+GOAL_SE, GOAL_S = 0.02, 60.0
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--replicas", type=int, default=8)
+    p.add_argument("--draws", type=int, default=2500)
+    p.add_argument("--target", default="phase_retrieval")
+    p.add_argument("--json", default=None, help="write the rows to this JSON file")
+    return p.parse_args(argv)
+
+
+def baseline_solve(model, net, draws) -> float:
+    """Seconds of one replica's solve at ``delta = 4`` stopped at its plateau."""
+    rmt.dmft_gd(model, net, 4.0, 0.5, 3, 0.01, n_samples=64, n_test=100)  # compile
+    t0 = time.perf_counter()
+    rmt.dmft_gd(model, net, 4.0, 0.5, 400, 0.01, n_samples=draws, n_test=1000,
+                stop_at_plateau=True)  # fmt: skip
+    return time.perf_counter() - t0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model = rmt.MultiIndexModel(args.target)
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    info = cpu_info()
+    print(f"CPU: {info['model']}, {info['simd']}")
+    unit = baseline_solve(model, net, args.draws)
+    print(f"baseline: one solve of {args.draws} draws at delta = 4: {unit:.2f} s")
+    rows = []
+    for seed in args.seeds:
+        t0 = time.perf_counter()
+        res = rmt.dmft_delta_nn(model, net, replicas=args.replicas, n_samples=args.draws, rng=seed)
+        wall = time.perf_counter() - t0
+        row = {
+            "seed": seed,
+            "converged": res.converged,
+            "delta_nn": res.value if res.converged else None,
+            "stderr": res.stderr if res.converged else None,
+            "wall_s": wall,
+            "cost_in_solves": wall / unit,
+            "evaluations": len(res.evaluations),
+            "pilot_evaluations": len(res.pilot_evaluations),
+            "message": res.message,
+        }
+        if res.converged:
+            row["time_for_goal_se_s"] = wall * (res.stderr / GOAL_SE) ** 2
+            print(
+                f"seed {seed}: delta_NN = {res.value:.4f} ± {res.stderr:.4f} in {wall:.1f} s "
+                f"({wall / unit:.1f} solves; {len(res.pilot_evaluations)} pilot + "
+                f"{len(res.evaluations)} full evaluations); time for se = {GOAL_SE}: "
+                f"{row['time_for_goal_se_s']:.0f} s = {row['time_for_goal_se_s'] / GOAL_S:.2f}"
+                f" x the goal"
+            )
+        else:
+            print(f"seed {seed}: not determined in {wall:.1f} s: {res.message}")
+        rows.append(row)
+    ok = [r for r in rows if r["converged"]]
+    if len(ok) >= 2:
+        vals = np.array([r["delta_nn"] for r in ok])
+        ses = np.array([r["stderr"] for r in ok])
+        print(
+            f"over {len(ok)} seeds: mean {vals.mean():.4f}, spread (sd) {vals.std(ddof=1):.4f}, "
+            f"mean reported se {ses.mean():.4f}; median time "
+            f"{np.median([r['wall_s'] for r in ok]):.1f} s"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": info, "baseline_s": unit, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
