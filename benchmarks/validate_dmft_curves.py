@@ -61,7 +61,7 @@ LABELS = {
     "train": "train loss",
     "test": "test loss",
     "grad": "grad norm",
-    "M2": "|M|_F^2",
+    "M2": "‖M‖_F^2",
     "trQ": "tr Q",
 }
 #: the relative allowance (``O(1/d)`` and smoothing bias) of every quantity but ``|M|_F^2``
@@ -91,6 +91,19 @@ def checkpoints(steps):
     return (steps // 4, steps // 2, steps - 1)
 
 
+#: the data sets of each (n, d, n_test, seed), shared by the cases
+_DATA = {}
+
+
+def datasets(model, n, d, n_test, s):
+    """The training set (seed ``1000 + s``) and the test set (``2000 + s``, same ``Theta*``)."""
+    key = (model.name, n, d, n_test, s)
+    if key not in _DATA:
+        data = model.sample(n, d, rng=1000 + s)
+        _DATA[key] = data, model.sample(n_test, d, rng=2000 + s, theta=data.theta)
+    return _DATA[key]
+
+
 def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points):
     """Gradient descent for each seed; every quantity at ``points`` (``seeds x points``, NaN
     after a divergence), the number of diverged seeds and the wall time."""
@@ -98,8 +111,7 @@ def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points):
     diverged = 0
     t0 = time.perf_counter()
     for i, s in enumerate(seeds):
-        data = model.sample(int(round(delta * d)), d, rng=1000 + s)
-        test = model.sample(n_test, d, rng=2000 + s, theta=data.theta)
+        data, test = datasets(model, int(round(delta * d)), d, n_test, s)
         W, start = None, 0
         for j, t in enumerate(points):
             kw = {"rng": 3000 + s, "init_scale": init} if W is None else {"W0": W}
@@ -278,7 +290,7 @@ def summary_table(cases):
         + " | ".join(LABELS[q] for q in QUANTITIES)
         + " | pass | reason / note |"
     )
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = [head, "|" + "---|" * (head.count(" | ") + 1)]
     for c in cases:
         note = "; ".join(x for x in (c["reason"], c["note"]) if x)
         lines.append(
@@ -300,7 +312,7 @@ def step_table(cases):
         + " | ".join(f"{LABELS[q]}: GD / DMFT / gap / tol" for q in QUANTITIES)
         + " |"
     )
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    lines = [head, "|" + "---|" * (head.count(" | ") + 1)]
     for c in cases:
         for t in sorted({r["t"] for r in c["rows"]}):
             cells = []

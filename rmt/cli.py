@@ -16,6 +16,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 from dataclasses import fields
 
 from . import __version__
@@ -146,6 +147,11 @@ def check_out(out) -> pathlib.Path:
         raise ValueError(f"--out {out}: {parent} is a file, so the folder cannot be created")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"--out {out}: the folder {parent} is not writable")
+    try:  # the permission bits do not tell everything (/proc, read-only mounts): try it
+        probe = tempfile.mkdtemp(prefix=".rmt-probe-", dir=parent)
+        os.rmdir(probe)
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot create a folder in {parent} ({err.strerror})")
     return path
 
 
@@ -203,7 +209,9 @@ def main(argv=None) -> int:
         print(f"rmt: error: {flag_message(message)}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
-        print(json.dumps(summary, default=str))
+        from .output import finite_or_none
+
+        print(json.dumps(finite_or_none(summary), default=str, allow_nan=False))
     return 0
 
 

@@ -56,6 +56,27 @@ def json_default(obj):
     raise TypeError(f"cannot write {type(obj).__name__} to JSON")
 
 
+def finite_or_none(obj):
+    """``obj`` with every non-finite float (NaN, +-inf) replaced by ``None``, recursively: strict
+    JSON has no NaN or Infinity, and a missing number is a ``null`` next to its reason."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [finite_or_none(v) for v in obj.tolist()]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def strict_json(payload, **kwargs) -> str:
+    """``payload`` as strict JSON (no NaN or Infinity: they become ``null``)."""
+    return json.dumps(finite_or_none(payload), default=json_default, allow_nan=False, **kwargs)
+
+
 def to_jsonable(obj):
     """``obj`` as it reads back from JSON (tuples become lists, numpy values plain numbers)."""
     return json.loads(json.dumps(obj, default=json_default))
@@ -65,7 +86,7 @@ def write_json(path, payload: dict) -> None:
     """Write ``payload`` as indented JSON, atomically (temporary file, then rename)."""
     path = pathlib.Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=json_default) + "\n")
+    tmp.write_text(strict_json(payload, indent=2) + "\n")
     os.replace(tmp, path)
 
 

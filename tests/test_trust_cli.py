@@ -88,6 +88,17 @@ def test_out_in_an_unwritable_folder_fails_in_one_line(tmp_path, capsys):
         locked.chmod(0o700)
 
 
+def test_out_where_no_folder_can_be_made_fails_in_one_line_before_computing(capsys, mp):
+    """``/proc`` passes the permission bits for root, yet no folder can be made in it."""
+
+    def never(*args, **kwargs):
+        raise AssertionError("computed before checking --out")
+
+    mp.setattr(experiments, "spectrum_panels", never)
+    assert main(["spectrum", "--d", "20", "--out", "/proc/rmt-out"]) == 2
+    assert "cannot create a folder in /proc" in _one_line_error(capsys.readouterr().err)
+
+
 @pytest.fixture
 def mp(monkeypatch):
     return monkeypatch
