@@ -52,9 +52,24 @@ class TasksFailedError(RuntimeError):
         self.failures = list(failures)
         task, exc = self.failures[0]
         super().__init__(
-            f"{len(self.failures)} task(s) failed; the first, {task!r}, raised "
+            f"{len(self.failures)} task(s) failed; the first, {_task_label(task)}, raised "
             f"{type(exc).__name__}: {exc}"
         )
+
+
+def _task_label(task) -> str:
+    """A short name of a task for messages: its numbers (``delta``, seed) and the class names of
+    its other arguments, never their whole ``repr``."""
+    parts = task if isinstance(task, tuple) else (task,)
+    shown = [
+        f"{p:g}"
+        if isinstance(p, float)
+        else str(p)
+        if isinstance(p, (int, str))
+        else type(p).__name__
+        for p in parts
+    ]
+    return "(" + ", ".join(shown) + ")"
 
 
 # -- task runner ---------------------------------------------------------------------------

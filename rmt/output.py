@@ -207,8 +207,27 @@ def format_sweep_table(rows) -> str:
     )
     lines = [head, "-" * len(head)]
     for i, x in enumerate(dl):
+        sim_ev = _mean_sd(ev[i], ev_sd[i], 9, 4)
+        sim_ov = _mean_sd(ov[i], ov_sd[i], 7, 3)
         lines.append(
-            f"{x:>7.3g} {ev[i]:>9.4f} ± {ev_sd[i]:.4f} {th[i]:>10.4f} {edge[i]:>9.4f} "
-            f"{ov[i]:>7.3f} ± {ov_sd[i]:.3f} {pred_ov.get(x, np.nan):>9.3f}"
+            f"{x:>7.3g} {sim_ev} {_cell(th[i], 10, '.4f')} {_cell(edge[i], 9, '.4f')} "
+            f"{sim_ov} {_cell(pred_ov.get(x, np.nan), 9, '.3f', 'no outlier')}"
         )
     return "\n".join(lines)
+
+
+def _mean_sd(mean, sd, width, decimals) -> str:
+    """``mean ± sd`` to ``decimals`` places; a spread that rounds to 0 is left out (no
+    ``± 0.0000``), and a mean that rounds to 0 prints without a sign."""
+    unit = 0.5 * 10.0**-decimals
+    mean = 0.0 if abs(mean) < unit else mean
+    text = f"{mean:>{width}.{decimals}f}"
+    spread = f" ± {sd:.{decimals}f}" if sd >= unit else ""
+    return f"{text}{spread:<{decimals + 5}}"
+
+
+def _cell(value, width, fmt, missing="n/a") -> str:
+    """A number of a terminal table, or ``missing`` (never ``nan``) when there is none."""
+    if value is None or not np.isfinite(value):
+        return f"{missing:>{width}}"
+    return f"{value:>{width}{fmt}}"

@@ -150,3 +150,23 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     summary = json.loads(cap.out)
     assert summary["delta_nn_dmft"]["delta"] is None and "NaN" not in cap.out
     assert "not determined: no plateau" in cap.err
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_sweep_with_tanh_at_its_zero_population_point_runs_at_every_delta(tmp_path, capsys):
+    """tanh's population point is ``W = 0``, where every ``D_i`` is a multiple of one ``a a^T``:
+    the Hessian has an atom at 0 of mass 1/2 at every ``delta``, which is the bottom of its
+    spectrum.  The sweep predicts it (0) and simulation finds it (dense reference inside the
+    sweep), with no warning, and the table says "no outlier" rather than ``nan``."""
+    args = ["sweep", "--activation", "tanh", "--d", "80", "--delta", "1,4", "--out", str(tmp_path)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "nan" not in err and "no outlier" in err
+    rows = [r for r in json.loads((tmp_path / "manifest.json").read_text())["files"]]
+    assert "sweep.csv" in rows
+    table = (tmp_path / "sweep.csv").read_text().splitlines()
+    head = table[0].split(",")
+    bottom = [dict(zip(head, line.split(","))) for line in table[1:]]
+    bottom = [r for r in bottom if r["index"] == "0"]
+    assert bottom and all(abs(float(r["eigenvalue"])) < 1e-8 for r in bottom)
+    assert all(float(r["theory_bottom"]) == 0.0 for r in bottom)

@@ -320,3 +320,28 @@ def test_edge_G_is_the_limit_of_the_stieltjes_transform_across_small_delta(
             eps = 1e-6 * max(1.0, abs(edge))
             G = rmt.stieltjes(law, delta, complex(edge + out * eps, 1e-10)).G
             np.testing.assert_allclose(G_edge, G.real, atol=0.02 * (1 + np.abs(G_edge).max()))
+
+
+@pytest.mark.parametrize("delta", [1.0, 4.0])
+def test_blocks_sharing_one_range_put_an_atom_at_zero_at_every_delta(delta):
+    """``D_i = c_i a a^T`` for every node (tanh at ``W = 0``): ``H = a a^T (x) S_c`` vanishes on
+    ``a^perp (x) R^d``, an atom of mass 1/2 at 0 for m = 2 at every ``delta`` (also where
+    ``delta E[rank D] = delta > m``).  The left end of the spectrum is that atom; dense ``eigh``
+    of a simulated ``H`` (d = 150) has ``d`` eigenvalues at 0 and none below, and the right
+    edge agrees with its top eigenvalue within the ``d^{-2/3}`` edge fluctuations."""
+    rng = np.random.default_rng(3)
+    a = np.array([1.0, 1.0]) / np.sqrt(2)
+    c = 1.0 + 0.5 * rng.random(4000)
+    D = c[:, None, None] * np.outer(a, a)
+    law = rmt.SpikeLaw(rng.standard_normal((4000, 1)), D, None, 1)
+    assert law.common_rank == 1
+    edges = rmt.bulk_edges(law, delta)
+    assert edges.lo == 0.0 and edges.lo_kind == "atom"
+    d = 150
+    n = int(delta * d)
+    X = rng.standard_normal((n, d))
+    w = 1.0 + 0.5 * rng.random(n)
+    H = np.kron(np.outer(a, a), (X.T * w) @ X / n)
+    ev = np.linalg.eigvalsh(H)
+    assert np.sum(np.abs(ev) < 1e-10) >= d and ev[0] > -1e-10
+    assert abs(edges.hi - ev[-1]) <= 3 * d ** (-2 / 3) * ev[-1]

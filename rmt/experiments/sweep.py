@@ -194,6 +194,9 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=
         status = "complete"
         if table:
             table.sort()
+    except Exception as err:  # not a Ctrl-C: the manifest says what failed
+        status = f"failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        raise
     finally:
         # a run that stopped before its first point (a scheduler that cannot be reached, an
         # early Ctrl-C) leaves the folder as it was: no manifest of a run that never ran

@@ -332,7 +332,8 @@ def fold_bracket(a, b):
     if not 0.0 < k_a < k_b < 1.0:
         return None
     gamma = np.log(k_b / k_a) / np.log(b.tau / a.tau)
-    high = b.tau * (1.0 / k_b) ** (1.0 / gamma)
+    with np.errstate(over="ignore"):  # a tiny exponent puts the upper estimate at infinity
+        high = b.tau * (1.0 / k_b) ** (1.0 / gamma)
     if not abs(high) > abs(low):
         return None
     return low, high

@@ -111,6 +111,10 @@ class SpikeLaw:
         self.scale = robust_scale(np.max(np.abs(eig), axis=1), w)
         self.node_range = (float(eig.min()), float(eig.max()))
         self.expected_rank = float(w @ np.sum(np.abs(eig) > 1e-12 * self.scale, axis=1))
+        #: the dimension of the span of the ranges of all D_i: below m, every H built from the
+        #: law vanishes on (its complement) x R^d, an atom at 0 of mass at least 1 - rank / m
+        #: at every delta (e.g. D_i all multiples of one a a^T, at W = 0)
+        self.common_rank = _common_rank(D, w, self.scale)
         self._flag_extreme_nodes()
 
     def _flag_extreme_nodes(self):
@@ -656,3 +660,10 @@ def _mc_stderr(g, D):
     """The largest standard error of the entries of ``E[D]`` (random nodes), else ``None``."""
     se = g.standard_error(D)
     return None if se is None else float(np.max(se))
+
+
+def _common_rank(D, w, scale) -> int:
+    """``dim span(ranges of D_i)``: the rank of ``sum_i w_i D_i^2`` (docs/theory.md sec. 3)."""
+    gram = np.einsum("n,nij,njk->ik", w, D, D)
+    ev = np.linalg.eigvalsh(0.5 * (gram + gram.T))
+    return int(np.sum(ev > 1e-12 * max(scale, 1e-300) ** 2))

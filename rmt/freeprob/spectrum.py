@@ -31,7 +31,8 @@ def side_edge(mp: MPSystem, side):
     idx = 0 if side < 0 else 1
     if law.unbounded[idx]:
         return side * np.inf, "unbounded", None, 0, 0.0, []
-    atom = mp.delta * law.expected_rank < law.m - 1e-12
+    # an atom at 0: too few samples for the nodes' ranks, or ranges that share a null space
+    atom = mp.delta * law.expected_rank < law.m - 1e-12 or law.common_rank < law.m
     definite = (
         law.node_range[0] >= -1e-12 * law.scale
         if side < 0
