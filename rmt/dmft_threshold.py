@@ -63,6 +63,52 @@ class DMFTEvaluation:
         """``+1`` (a negative ``Theta*`` outlier), ``-1`` (none) or ``0`` (failed)."""
         return 0 if not self.converged else (1 if self.margin > 0 else -1)
 
+    def mean(self, name: str) -> float:
+        """The mean over the replicas of a number of their Hessians at ``t1``.
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`HESSIAN_NUMBERS` (edges, the ``Theta*`` outlier and its overlap, the
+            bottom, the margins).
+
+        Returns
+        -------
+        float
+            The mean; NaN when a replica has no such number (no ``Theta*`` outlier, say).
+
+        Raises
+        ------
+        ValueError
+            For another ``name``, or an evaluation that did not converge.
+        """
+        return float(np.mean(self._values(name)))
+
+    def stderr(self, name: str) -> float:
+        """The standard error of :meth:`mean`: the replicas' standard deviation over the square
+        root of their number (independent draws)."""
+        v = self._values(name)
+        return float(np.std(v, ddof=1) / np.sqrt(v.size))
+
+    def _values(self, name):
+        if name not in HESSIAN_NUMBERS:
+            raise ValueError(f"name must be one of {HESSIAN_NUMBERS}; got {name!r}")
+        if not self.converged:
+            raise ValueError(f"the evaluation at delta = {self.delta:g} failed: {self.message}")
+        return np.array([getattr(h, name) for h in self.hessians], dtype=float)
+
+
+#: the numbers of a :class:`rmt.DMFTHessian` that :meth:`DMFTEvaluation.mean` averages
+HESSIAN_NUMBERS = (
+    "edge_lo",
+    "edge_hi",
+    "bottom",
+    "theta_outlier",
+    "theta_overlap",
+    "theta_margin",
+    "learning_margin",
+)
+
 
 #: test draws of the solves of :func:`dmft_margin`: the test loss enters neither the plateau
 #: rule nor the Hessian, so few are kept

@@ -141,3 +141,10 @@ def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
     plain = ev.margins.std(ddof=1) / 2
     assert ev.margin > 5 * ev.margin_se
     assert plain / 3 <= ev.margin_se <= 3 * plain
+    # every number of the Hessian comes with its error over the replicas
+    edges = np.array([h.edge_lo for h in ev.hessians])
+    assert ev.mean("edge_lo") == pytest.approx(edges.mean(), rel=1e-14)
+    assert ev.stderr("edge_lo") == pytest.approx(edges.std(ddof=1) / 2, rel=1e-12)
+    assert ev.mean("theta_outlier") < ev.mean("edge_lo")  # the outlier lies below the bulk
+    with pytest.raises(ValueError, match="name must be one of"):
+        ev.mean("t1")
