@@ -478,8 +478,10 @@ def dmft_delta_nn(
     try:
         ends = _bracket(search, start, lo, hi)
         if ends is None:
-            why = search.failures() or "the learning margin keeps its sign"
-            return failed(f"no sign change of the learning margin found in [{lo:g}, {hi:g}]: {why}")
+            return failed(
+                f"no sign change of the learning margin found in [{lo:g}, {hi:g}]: "
+                f"{search.failures() or _same_sign(search.evals)}"
+            )
         neg, pos, done = _refine(search, *ends, rtol)
         if done and pilot > 1:
             neg, pos, done = _straddle(full, *_interpolated_root(neg, pos), lo, hi)
@@ -499,6 +501,17 @@ def dmft_delta_nn(
         f"root of the learning margin between delta = {a:.4g} and {b:.4g}",
         full.evals, replicas, n_samples, search.evals if pilot > 1 else {},
     )  # fmt: skip
+
+
+def _same_sign(evals) -> str:
+    """Why a walk that met no failure found no sign change: the sign it saw, and where."""
+    xs = sorted(evals)
+    if all(evals[x].sign > 0 for x in xs):
+        return (
+            f"a negative Theta* outlier already at every delta tried, down to {xs[0]:.4g} "
+            "(delta_NN lies below the range)"
+        )
+    return f"no negative Theta* outlier at any delta tried, up to {xs[-1]:.4g}"
 
 
 def _evaluator(model, net, replicas, n_samples, rng, kwargs):
