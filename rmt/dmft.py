@@ -434,7 +434,10 @@ def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
-    with threadpool_limits(limits=1, user_api="blas"), bar:
+    # a diverging solve is caught by the explicit finiteness checks and reported as failed;
+    # numpy's overflow warnings on the way there would only repeat it
+    quiet = np.errstate(over="ignore", invalid="ignore", divide="ignore")
+    with threadpool_limits(limits=1, user_api="blas"), bar, quiet:
         for t in range(prob.T):
             try:
                 for dr, st in zip(draws, states):
@@ -455,7 +458,8 @@ def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
                     cut = [_truncated(prob, st, t + 1) for st in states]
                     prob, states = cut[0][0], [c[1] for c in cut]
                     break
-    return [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
 
 
 def _curve_point(prob, st, t):
