@@ -215,7 +215,10 @@ def dmft_margin(
             progress=progress, stop_at_plateau=True, segment=rule, relu_smoothing=relu_smoothing,
         )  # fmt: skip
         if not reps.converged:
-            return failed(f"the DMFT solve failed: {reps.message}")
+            return failed(
+                f"gradient descent diverges at lr = {lr:g} in the d -> inf limit (the DMFT "
+                f"solve {reps.message}): no plateau at this step size"
+            )
         t1 = _plateau(reps.results, rule)
         if t1 is not None or steps >= max_steps:
             break
