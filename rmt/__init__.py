@@ -80,7 +80,12 @@ from .dmft import (
     theta_margin,
 )
 from .dmft_threshold import DMFTEvaluation, DMFTThreshold, dmft_delta_nn, dmft_margin
-from .transition_stats import bisect_transition, descent_outlier_decision
+from .transition_stats import (
+    bisect_order_parameter,
+    bisect_transition,
+    descent_outlier_decision,
+    order_parameter,
+)
 from .experiments.learning import learn_point, run_learn, trained_thresholds
 from .freeprob.plugin import cavity_self_term, plugin_law
 

@@ -269,32 +269,75 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     write_manifest(
         out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )
-    _say(format_learn_summary(marks, res["per_d"]))
+    _say(format_learn_summary(marks, res["per_d"], grid))
     _wrote("learn", f"{sum(summary['runs'].values())} runs", [*files, "manifest.json"], out)
     return summary
 
 
-def format_learn_summary(marks, per_d) -> str:
-    """The thresholds of a learn sweep, one line each, and the finite-size trend per ``d``."""
+def format_learn_summary(marks, per_d, estimates=None) -> str:
+    """The thresholds of a learn sweep, one line each, and the finite-size trend per ``d``.
+
+    Parameters
+    ----------
+    marks : dict
+        ``delta_nn``, ``delta_gd``, ``delta_pop``, ``delta_alg`` (a number or ``None``).
+    per_d : dict
+        ``{d: {"delta_nn": value, "delta_gd": value}}``.
+    estimates : dict, optional
+        ``{"delta_nn": dict, "delta_gd": dict}`` as in ``learn.json``: their intervals and
+        reasons are printed with the values.
+
+    Returns
+    -------
+    str
+    """
     names = {
-        "delta_nn": "delta_NN   (negative Theta* outlier at W1, simulated)",
+        "delta_nn": "delta_NN   (Theta* at the bottom of H(W1), simulated)",
         "delta_gd": "delta_GD   (gradient descent learns, simulated)",
         "delta_pop": "delta_pop  (population point, free probability)",
         "delta_alg": "delta_alg  (spectral methods)",
     }
-    lines = [f"{names[k]:<56} {format_threshold_value(marks.get(k))}" for k in names]
-    for d, v in sorted(per_d.items()):
-        lines.append(
-            f"  d = {d}: delta_NN {format_threshold_value(v['delta_nn'])}, delta_GD {format_threshold_value(v['delta_gd'])}"
+    estimates = estimates or {}
+    lines = []
+    for k, name in names.items():
+        text = (
+            format_estimate(estimates[k])
+            if k in estimates
+            else format_threshold_value(marks.get(k))
         )
+        lines.append(f"{name:<56} {text}")
+    for d, v in sorted(per_d.items()):
+        nn, gd = (format_threshold_value(v[k]) for k in ("delta_nn", "delta_gd"))
+        lines.append(f"  d = {d}: delta_NN {nn}, delta_GD {gd}")
     return "\n".join(lines)
 
 
 def format_threshold_value(value) -> str:
     """A threshold for the terminal: a number, or why there is none."""
     if value is None:
-        return "failed / not available"
-    return "not bracketed by the grid" if value != value else f"{value:.3g}"
+        return "not determined"
+    return "not determined" if value != value else f"{value:.3g}"
+
+
+def format_estimate(est) -> str:
+    """A simulated threshold (an ``as_dict`` of an estimate) with its interval, or its reason.
+
+    Parameters
+    ----------
+    est : dict
+        ``delta``, ``interval`` (ends may be ``None``: open) and ``reason``.
+
+    Returns
+    -------
+    str
+    """
+    if est.get("delta") is None:
+        return f"not determined: {est.get('reason') or 'no estimate'}"
+    ends = est.get("interval")
+    if ends is None:
+        return f"{est['delta']:.3g} (no interval: {est.get('interval_reason', '')})"
+    lo, hi = ("open" if e is None else f"{e:.3g}" for e in ends)
+    return f"{est['delta']:.3g} [{lo}, {hi}]"
 
 
 #: search range of the trained-point thresholds when ``--delta`` gives a single value
@@ -302,10 +345,30 @@ TRAINED_BRACKET = (1.0, 8.0)
 
 
 def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) -> dict:
-    """``rmt threshold --point trained``: ``delta_NN`` and ``delta_GD`` by bisection on
-    simulations (over ``config.seeds`` at ``config.d`` and each of ``config.sizes``), next to
-    ``delta_pop`` and ``delta_alg``.  The range is ``[min, max]`` of ``--delta`` when it gives
-    two or more values, else :data:`TRAINED_BRACKET`."""
+    """``rmt threshold --point trained``: simulated ``delta_NN`` and ``delta_GD``.
+
+    ``delta_NN`` is where the seed mean of the order parameter at ``W1`` crosses its level and
+    ``delta_GD`` where the seed majority learns, both by bisection over ``config.seeds`` at
+    ``config.d`` and each of ``config.sizes`` (:func:`rmt.trained_thresholds`, docs/theory.md
+    section 7.4), next to ``delta_pop`` and ``delta_alg``.  The range is ``[min, max]`` of
+    ``--delta`` when it gives two or more values, else :data:`TRAINED_BRACKET`.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The configuration.
+    out : path
+        Output folder (``threshold.json``, ``threshold_runs.csv``, manifest).
+    progress, quiet : bool
+        Progress bars; no progress lines.
+
+    Returns
+    -------
+    dict
+        The summary written to ``threshold.json``: each threshold a number or ``None`` with
+        its reason, with its interval and, for ``delta_NN``, the level and the stated error
+        rates.
+    """
     from .experiments.learning import LEARN_COLUMNS, reference_thresholds, trained_thresholds
 
     lo, hi = (min(config.deltas), max(config.deltas)) if len(config.deltas) > 1 else TRAINED_BRACKET
@@ -322,29 +385,27 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
         runs += res["runs"]
     ref = reference_thresholds(config)
     dmft = None if config.no_dmft else _dmft_threshold(config, say)
-    main = per_d[config.d]
-    summary = {
-        "config": config.to_dict(),
-        "delta_nn": main["delta_nn"]["delta"],
-        "delta_nn_interval": main["delta_nn"]["interval"],
-        "delta_gd": main["delta_gd"]["delta"],
-        "delta_gd_interval": main["delta_gd"]["interval"],
-        "delta_pop": ref["delta_pop"],
-        "delta_alg": ref["delta_alg"],
-        "population_reason": ref["pop_reason"],
-        "delta_nn_dmft": dmft,
-        "per_d": {str(d): v for d, v in per_d.items()},
-        "wall_time_s": time.perf_counter() - t0,
-    }
+    summary = {"config": config.to_dict(), **_trained_summary(per_d[config.d])}
+    summary.update(
+        delta_pop=ref["delta_pop"],
+        delta_alg=ref["delta_alg"],
+        population_reason=ref["pop_reason"],
+        delta_nn_dmft=dmft,
+        per_d={str(d): v for d, v in per_d.items()},
+        wall_time_s=time.perf_counter() - t0,
+    )
     write_json(out / "threshold.json", summary)
     write_table(out / "threshold_runs.csv", runs, LEARN_COLUMNS)
     files = ["threshold.json", "threshold_runs.csv"]
     marks = {k: summary[k] for k in ("delta_nn", "delta_gd", "delta_pop", "delta_alg")}
     trend = {d: {k: v[k]["delta"] for k in v} for d, v in per_d.items()}
-    _say(format_learn_summary(marks, trend))
-    for key in ("delta_nn", "delta_gd"):
-        lo_i, hi_i = main[key]["interval"]
-        _say(f"  {key} interval at d = {config.d}: [{lo_i:.3g}, {hi_i:.3g}]")
+    _say(format_learn_summary(marks, trend, per_d[config.d]))
+    nn = per_d[config.d]["delta_nn"]
+    _say(
+        f"  delta_NN: the seed mean of the Theta* overlap of the bottom eigenvector at W1 "
+        f"crosses {nn['level']:.3g} (null reaches it with probability <= {nn['fwer']:g}; "
+        f"interval at level {nn['alpha']:g})"
+    )
     if dmft is not None:
         _say(format_dmft_threshold(dmft))
     if config.table:
@@ -360,6 +421,22 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
     )
     _wrote("threshold", f"{len(runs)} runs", [*files, "manifest.json"], out)
     return summary
+
+
+def _trained_summary(main) -> dict:
+    """The simulated thresholds of one ``d`` as the flat keys of ``threshold.json``."""
+    nn, gd = main["delta_nn"], main["delta_gd"]
+    return {
+        "delta_nn": nn["delta"],
+        "delta_nn_interval": nn["interval"],
+        "delta_nn_reason": nn["reason"] or nn["interval_reason"],
+        "delta_nn_level": nn["level"],
+        "delta_nn_fwer": nn["fwer"],
+        "delta_nn_interval_alpha": nn["alpha"],
+        "delta_gd": gd["delta"],
+        "delta_gd_interval": gd["interval"],
+        "delta_gd_reason": gd["reason"],
+    }
 
 
 def _dmft_kwargs(config: RunConfig) -> dict:
@@ -480,10 +557,10 @@ def format_trained_table(rows) -> str:
     lines = [head + f"{'delta_pop':>9} {'delta_alg':>9}"]
     for r in rows:
         label = f"{r['target']}, {r['activation']}/{r['loss']}, m={r['width']}, d={r['d']}"
-        cells = [
-            f"{format_threshold_value(r[k])} [{r[k + '_lo']:.3g}, {r[k + '_hi']:.3g}]"
-            for k in ("delta_nn", "delta_gd")
-        ]
+        cells = []
+        for k in ("delta_nn", "delta_gd"):
+            lo, hi = ("open" if r[e] is None else f"{r[e]:.3g}" for e in (k + "_lo", k + "_hi"))
+            cells.append(f"{format_threshold_value(r[k])} [{lo}, {hi}]")
         pop = format_threshold_value(r["delta_pop"])
         lines.append(f"{label:<40} {cells[0]:>22} {cells[1]:>22} {pop:>9} {r['delta_alg']:>9.3g}")
     return "\n".join(lines)

@@ -3,10 +3,12 @@
 One *run* is a pair ``(delta, seed)``: sample a training set and a held-out test set of the same
 model, run full-batch gradient descent from a small random start (:func:`rmt.gradient_descent`),
 segment it into its two phases, and at the plateau ``W1`` compute the bottom Hessian eigenpairs,
-their ``Theta*`` overlaps, the decision "negative ``Theta*`` outlier or not"
-(:func:`rmt.transition_stats.descent_outlier_decision`), the plug-in prediction, and the
-predicted escape (:func:`rmt.escape.predict_escape`).  Functions here return data and write no
-files; :mod:`rmt.commands` writes them.
+their ``Theta*`` overlaps, the order parameter and the decision "negative ``Theta*`` outlier or
+not" (:func:`rmt.transition_stats.order_parameter`,
+:func:`rmt.transition_stats.descent_outlier_decision`), the plug-in prediction, and the
+predicted escape (:func:`rmt.escape.predict_escape`).  :func:`trained_thresholds` reads
+``delta_NN`` off the order parameter and ``delta_GD`` off the runs that learned.  Functions
+here return data and write no files; :mod:`rmt.commands` writes them.
 """
 
 from __future__ import annotations
@@ -106,6 +108,78 @@ def hessian_at_plateau(config, data, run, rng):
     ov = overlaps(res.vectors, data.theta, net.width)
     decision = descent_outlier_decision(res.values, ov, data.d, data.theta.shape[1], net.width)
     return H, res, ov, decision
+
+
+def plateau_point(config, delta, seed) -> dict:
+    """The order parameter of ``(delta, seed)`` at ``W1`` alone (docs/theory.md section 7.4).
+
+    The same data, start and ``W1`` as :func:`learn_point`, but gradient descent stops once
+    the plateau is confirmed, and there is no test set pass, continuation or plug-in law.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        Model, network, ``d`` and training options.
+    delta : float
+        Sample ratio ``n / d``.
+    seed : int
+        Run seed.
+
+    Returns
+    -------
+    dict
+        ``delta``, ``seed``, ``d``, ``plateau_step``, ``bottom_eigenvalue``,
+        ``bottom_overlap``, ``order_parameter``, ``has_descent_outlier``, ``gap_ratio``,
+        ``eigenvalues`` and ``overlaps`` (the bottom :data:`N_EIGS_AT_W1`), ``seconds``; the
+        spectral entries are ``None`` (order parameter 0) when no plateau was found.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from ..descent import gradient_descent
+    from ..transition_stats import order_parameter
+
+    t0 = time.perf_counter()
+    row = {"delta": float(delta), "seed": int(seed), "d": config.d, "plateau_step": None}
+    row.update(dict.fromkeys(PLATEAU_SPECTRUM, None))
+    with threadpool_limits(limits=1, user_api="blas"):
+        data, _, rng = sample_pair(config, delta, seed)  # the test set keeps the rng in step
+        run = gradient_descent(
+            config.net(),
+            data,
+            init_scale=config.init_scale,
+            lr=config.lr,
+            steps=config.train_steps,
+            weight_decay=config.weight_decay,
+            escape_overlap=LEARNED_OVERLAP,
+            stop_at_plateau=True,
+            rng=rng,
+            progress=False,
+        )
+        if run.W1 is not None:
+            _, res, ov, dec = hessian_at_plateau(config, data, run, rng)
+            row.update(
+                plateau_step=run.plateau_step,
+                bottom_eigenvalue=float(res.values[0]),
+                bottom_overlap=float(ov[0]),
+                has_descent_outlier=dec.has_outlier,
+                gap_ratio=dec.gap_ratio,
+                eigenvalues=[float(v) for v in res.values],
+                overlaps=[float(o) for o in ov],
+            )
+    row["order_parameter"] = order_parameter(row["bottom_eigenvalue"], row["bottom_overlap"])
+    row["seconds"] = time.perf_counter() - t0
+    return row
+
+
+#: the spectral entries of a :func:`plateau_point` row
+PLATEAU_SPECTRUM = (
+    "bottom_eigenvalue",
+    "bottom_overlap",
+    "has_descent_outlier",
+    "gap_ratio",
+    "eigenvalues",
+    "overlaps",
+)
 
 
 def plateau_trajectory(config, data, run):
@@ -248,9 +322,21 @@ def _curve_rows(delta, seed, run) -> list[dict]:
 def threshold_from_grid(rows, column, alpha=0.1) -> dict:
     """Where the seed majority of ``column`` (a boolean per run) switches on a grid of ``delta``.
 
-    Returns the geometric midpoint between the last ``delta`` with a "no" majority below the
-    first with a "yes" majority (``nan`` when the grid does not bracket it) and the interval of
-    :func:`rmt.transition_stats.significance_interval`.
+    Parameters
+    ----------
+    rows : list of dict
+        Runs with ``delta`` and ``column`` (``None`` entries are skipped).
+    column : str
+        The boolean outcome, e.g. ``"learned"``.
+    alpha : float
+        One-sided level of :func:`rmt.transition_stats.significance_interval`.
+
+    Returns
+    -------
+    dict
+        ``delta``: the geometric midpoint between the last ``delta`` with a "no" majority below
+        the first with a "yes" majority, or ``None`` with a ``reason`` when the grid does not
+        bracket it; ``interval`` (``None`` without evaluations); ``evaluations``.
     """
     from ..transition_stats import significance_interval
 
@@ -260,13 +346,16 @@ def threshold_from_grid(rows, column, alpha=0.1) -> dict:
             by.setdefault(float(r["delta"]), []).append(bool(r[column]))
     evals = [(x, sum(v), len(v)) for x, v in sorted(by.items())]
     if not evals:
-        return {"delta": float("nan"), "interval": [float("nan")] * 2, "evaluations": []}
+        return {"delta": None, "interval": None, "evaluations": [], "reason": "no runs"}
     yes = [x for x, k, s in evals if 2 * k >= s]
     no = [x for x, k, s in evals if 2 * k < s]
     first_yes = min(yes) if yes else None
     below = [x for x in no if first_yes is None or x < first_yes]
-    if first_yes is None or not below or first_yes == evals[0][0]:
-        delta = float("nan")
+    delta, reason = None, ""
+    if first_yes is None:
+        reason = f"the majority is still 'no' at delta = {evals[-1][0]:g}"
+    elif not below or first_yes == evals[0][0]:
+        reason = f"the majority is already 'yes' at delta = {evals[0][0]:g}"
     else:
         delta = float(np.sqrt(max(below) * first_yes))
     limits = (evals[0][0], evals[-1][0])
@@ -274,37 +363,140 @@ def threshold_from_grid(rows, column, alpha=0.1) -> dict:
         "delta": delta,
         "interval": list(significance_interval(evals, alpha, limits)),
         "evaluations": [list(e) for e in evals],
+        "reason": reason,
     }
 
 
-def trained_thresholds(config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, progress=None) -> dict:
+def order_parameter_from_grid(rows, config, alpha=None) -> dict:
+    """``delta_NN`` from the order parameter of a sweep's runs (docs/theory.md section 7.4).
+
+    Parameters
+    ----------
+    rows : list of dict
+        :data:`LEARN_COLUMNS` rows of one ``d``.
+    config : rmt.RunConfig
+        Gives ``k`` and the width ``m`` of the null law.
+    alpha : float, optional
+        Two-sided level of the interval (default
+        :data:`rmt.transition_stats.INTERVAL_ALPHA`).
+
+    Returns
+    -------
+    dict
+        :meth:`rmt.transition_stats.CrossingEstimate.as_dict`, the level counting every run of
+        the grid; ``{"delta": None, "reason": "no runs", ...}`` without rows.
+    """
+    from dataclasses import replace
+
+    from ..transition_stats import (
+        FWER,
+        INTERVAL_ALPHA,
+        ORDER_LEVEL,
+        crossing_estimate,
+        order_level,
+        order_parameter,
+        overlap_null_level,
+    )
+
+    by = {}
+    for r in rows:
+        phi = order_parameter(r.get("bottom_eigenvalue"), r.get("bottom_overlap"))
+        by.setdefault(float(r["delta"]), []).append(phi)
+    if not by:
+        return {"delta": None, "interval": None, "evaluations": [], "reason": "no runs"}
+    d, k, m = int(rows[0]["d"]), config.model().k, config.width
+    level = order_level(d, k, m, len(rows))
+    est = crossing_estimate(by.items(), level, INTERVAL_ALPHA if alpha is None else alpha)
+    null = overlap_null_level(d, k, m, 1.0 - FWER, len(rows))
+    return replace(est, stated_level=ORDER_LEVEL, null_level=null).as_dict()
+
+
+def trained_thresholds(
+    config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, level=None, gd=True, progress=None
+) -> dict:
     """``delta_NN`` at the trained point and the learning threshold of GD, by bisection.
 
-    Both bisections (:func:`rmt.transition_stats.bisect_transition`, over ``config.seeds`` at
-    ``config.d``) share one cache of runs (:func:`learn_point`), so where they agree they cost
-    one set of simulations.  The outcomes are ``has_descent_outlier`` at ``W1`` (a plateau that
-    was not detected counts as "no") and ``learned`` (final overlap at least
-    :data:`LEARNED_OVERLAP` after ``config.train_steps`` steps).
+    Implements docs/theory.md section 7.4.  ``delta_NN`` is where the seed mean of the order
+    parameter at ``W1`` (:func:`rmt.transition_stats.order_parameter`) crosses its level
+    (:func:`rmt.transition_stats.bisect_order_parameter`); ``delta_GD`` is where the seed
+    majority learns (:func:`rmt.transition_stats.bisect_transition`; final overlap at least
+    :data:`LEARNED_OVERLAP` after ``config.train_steps`` steps).  Both run over
+    ``config.seeds`` at ``config.d`` and share one cache of runs (:func:`learn_point`).
 
-    Returns ``{"delta_nn": TransitionEstimate, "delta_gd": TransitionEstimate, "runs": rows}``.
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        Model, network, ``d``, seeds and training options.
+    lo, hi : float
+        Search range of ``delta``.
+    rtol : float
+        Relative width at which each bisection stops.
+    max_evals : int
+        Evaluated ``delta`` per bisection; that of ``delta_NN`` adds up to 4 that confirm
+        the ends of its interval (its null level counts them all).
+    alpha : float
+        Level of both intervals.
+    level : float, optional
+        Stated level of the order parameter (default
+        :data:`rmt.transition_stats.ORDER_LEVEL`).
+    gd : bool
+        Also locate ``delta_GD``.  Without it each run stops at its plateau
+        (:func:`plateau_point`), a fraction of the cost, and ``delta_gd`` is ``None``.
+    progress : callable, optional
+        Called with a short text after each evaluation.
+
+    Returns
+    -------
+    dict
+        ``{"delta_nn": CrossingEstimate, "delta_gd": TransitionEstimate or None, "runs": rows}``.
     """
-    from ..transition_stats import bisect_transition
+    from ..transition_stats import (
+        ORDER_LEVEL,
+        bisect_order_parameter,
+        bisect_transition,
+        order_parameter,
+    )
 
     cache = {}
+    point = learn_point if gd else plateau_point
 
     def run(x, s):
         key = (round(float(x), 12), int(s))
         if key not in cache:
-            cache[key] = learn_point(config, x, s)["row"]
+            out = point(config, x, s)
+            cache[key] = out["row"] if gd else out
         return cache[key]
 
-    opts = dict(rtol=rtol, max_evals=max_evals, alpha=alpha, progress=progress)
-    nn = bisect_transition(
-        lambda x, s: bool(run(x, s)["has_descent_outlier"]), lo, hi, config.seeds, **opts
+    def phi(x, s):
+        r = run(x, s)
+        return order_parameter(r["bottom_eigenvalue"], r["bottom_overlap"])
+
+    def labelled(name):
+        return None if progress is None else (lambda text: progress(f"{name}: {text}"))
+
+    opts = dict(rtol=rtol, max_evals=max_evals, alpha=alpha)
+    k, m = config.model().k, config.width
+    level = ORDER_LEVEL if level is None else level
+    nn = bisect_order_parameter(
+        phi,
+        lo,
+        hi,
+        config.seeds,
+        config.d,
+        k,
+        m,
+        level=level,
+        progress=labelled("delta_NN"),
+        **opts,
     )
-    gd = bisect_transition(lambda x, s: bool(run(x, s)["learned"]), lo, hi, config.seeds, **opts)
-    rows = sorted(cache.values(), key=lambda r: (r["delta"], r["seed"]))
-    return {"delta_nn": nn, "delta_gd": gd, "runs": rows}
+    res = {"delta_nn": nn, "delta_gd": None}
+    if gd:
+        learned = lambda x, s: bool(run(x, s)["learned"])  # noqa: E731
+        res["delta_gd"] = bisect_transition(
+            learned, lo, hi, config.seeds, progress=labelled("delta_GD"), **opts
+        )
+    res["runs"] = sorted(cache.values(), key=lambda r: (r["delta"], r["seed"]))
+    return res
 
 
 def _open_learn_tables(config, out):
@@ -400,11 +592,24 @@ def reference_thresholds(config) -> dict:
 def learn_sweep(config, out=None, progress=True) -> dict:
     """``run_learn`` at ``config.d`` and every ``config.sizes``, with the thresholds read off.
 
-    Returns ``{"by_d": {d: run_learn result}, "thresholds": {...}}``; with ``out`` each ``d``
-    writes its resumable tables to ``out/d<d>/``.  The thresholds are those of the grid at
-    ``config.d`` (:func:`threshold_from_grid`): ``delta_gd`` (seed majority learns) and
-    ``delta_nn`` (seed majority has a negative ``Theta*`` outlier at ``W1``), next to
-    ``delta_pop`` and ``delta_alg`` (:func:`reference_thresholds`).
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        The sweep (``deltas``, ``seeds``, ``d`` and ``sizes``).
+    out : path, optional
+        Each ``d`` writes its resumable tables to ``out/d<d>/``.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    dict
+        ``by_d`` (``{d: run_learn result}``); ``grid``, the thresholds of the grid at
+        ``config.d``: ``delta_gd`` (seed majority learns, :func:`threshold_from_grid`) and
+        ``delta_nn`` (the order parameter at ``W1`` crosses its level,
+        :func:`order_parameter_from_grid`, docs/theory.md section 7.4); ``per_d``, both values
+        at every ``d``; ``reference``, ``delta_pop`` and ``delta_alg``
+        (:func:`reference_thresholds`).
     """
     import pathlib
     from dataclasses import replace
@@ -414,22 +619,19 @@ def learn_sweep(config, out=None, progress=True) -> dict:
         cfg = replace(config, d=int(d), sizes=())
         sub = None if out is None else pathlib.Path(out) / f"d{d}"
         by_d[int(d)] = run_learn(cfg, sub, progress=progress)
-    rows = by_d[config.d]["rows"]
-    grid = {
-        "delta_gd": threshold_from_grid(rows, "learned"),
-        "delta_nn": threshold_from_grid(rows, "has_descent_outlier"),
-    }
-    per_d = {
+    grids = {
         d: {
-            k: threshold_from_grid(r["rows"], c)["delta"]
-            for k, c in (("delta_gd", "learned"), ("delta_nn", "has_descent_outlier"))
+            "delta_gd": threshold_from_grid(r["rows"], "learned"),
+            "delta_nn": order_parameter_from_grid(r["rows"], config),
         }
         for d, r in by_d.items()
     }
-    return {"by_d": by_d, "grid": grid, "per_d": per_d, "reference": reference_thresholds(config)}
+    per_d = {d: {k: v["delta"] for k, v in g.items()} for d, g in grids.items()}
+    ref = reference_thresholds(config)
+    return {"by_d": by_d, "grid": grids[config.d], "per_d": per_d, "reference": ref}
 
 
-#: the configurations of ``rmt threshold --point trained --table`` (issue 13's coverage)
+#: the configurations of ``rmt threshold --point trained --table``
 TRAINED_TABLE_CONFIGS = [
     dict(target="phase_retrieval", activation="softplus", loss="huber", width=1),
     dict(target="phase_retrieval", activation="softplus", loss="huber", width=2),
@@ -448,8 +650,25 @@ TRAINED_TABLE_COLUMNS = [
 
 
 def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[dict]:
-    """``delta_NN``, ``delta_GD`` (with intervals), ``delta_pop`` and ``delta_alg`` for each
-    variant (a dict of ``RunConfig`` fields replaced in ``base``), at ``base.d`` and seeds."""
+    """``delta_NN``, ``delta_GD`` (with intervals), ``delta_pop`` and ``delta_alg`` per variant.
+
+    Parameters
+    ----------
+    base : rmt.RunConfig
+        ``d``, seeds and training options shared by every row.
+    lo, hi : float
+        Search range of ``delta`` (:func:`trained_thresholds`).
+    variants : list of dict, optional
+        ``RunConfig`` fields replaced in ``base`` (default :data:`TRAINED_TABLE_CONFIGS`).
+    progress : callable, optional
+        Called with a short text after each evaluation.
+
+    Returns
+    -------
+    list of dict
+        :data:`TRAINED_TABLE_COLUMNS` rows; a threshold that was not found, or an open end of
+        its interval, is ``None``.
+    """
     from dataclasses import replace
 
     rows = []
@@ -461,8 +680,9 @@ def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[
         row = {k: getattr(cfg, k) for k in ("target", "activation", "loss", "width", "d")}
         row["seeds"] = len(cfg.seeds)
         for key in ("delta_nn", "delta_gd"):
-            est = res[key]
-            row.update({key: est.delta, f"{key}_lo": est.interval[0], f"{key}_hi": est.interval[1]})
+            est = res[key].as_dict()
+            ends = est["interval"] or [None, None]
+            row.update({key: est["delta"], f"{key}_lo": ends[0], f"{key}_hi": ends[1]})
         row.update(delta_pop=ref["delta_pop"], delta_alg=ref["delta_alg"])
         rows.append({**row, "seconds": time.perf_counter() - t0})
     return rows
