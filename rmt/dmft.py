@@ -231,8 +231,7 @@ def dmft_replicas(
     )
     n_test = check_positive_int(n_test, "n_test")
     replicas = check_positive_int(replicas, "replicas", minimum=2)
-    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
-        raise TypeError(f"rng must be a non-negative int; got {rng!r}")
+    check_seed(rng)
     _check_memory(prob, replicas)
     seeds = np.random.SeedSequence(int(rng)).spawn(replicas)
     draws = [_draws(prob, n_test, np.random.default_rng(sq)) for sq in seeds]
@@ -242,6 +241,24 @@ def dmft_replicas(
     if rule is not None and "stopped after step" in results[0].message:
         plateau = results[0].steps - 1 - rule.window
     return DMFTReplicas(tuple(results), plateau)
+
+
+def check_seed(rng) -> None:
+    """Raise TypeError unless ``rng`` is a non-negative int: the replicas' draws are children
+    of ``numpy.random.SeedSequence(rng)``, the same at every call with that seed."""
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise TypeError(f"rng must be a non-negative int (one seed for every delta); got {rng!r}")
+
+
+def plateau_of_curves(train_loss, grad_norm, overlap, rule):
+    """The plateau of DMFT curves by :func:`rmt.segment_phases` with the :class:`rmt.PlateauRule`
+    ``rule`` and :data:`ESCAPE_OVERLAP`; returns its :class:`rmt.Phases`."""
+    from .descent import segment_phases
+
+    return segment_phases(
+        train_loss, grad_norm, overlap, window=rule.window, depth=rule.depth,
+        flat_rtol=rule.flat_rtol, escape_overlap=ESCAPE_OVERLAP,
+    )  # fmt: skip
 
 
 def _plateau_rule(segment):
@@ -412,6 +429,11 @@ def _psi(net, U, y, relu_smoothing=None):
 # ---------------------------------------------------------------------------------------------
 # the causal solve
 # ---------------------------------------------------------------------------------------------
+#: numpy's floating-point warnings inside a solve: a diverging solve is caught by the explicit
+#: finiteness checks and reported as failed, and the warnings on the way would only repeat it
+_QUIET = {"over": "ignore", "invalid": "ignore", "divide": "ignore"}
+
+
 def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
     """One solve: :func:`_solve_replicas` with one replica."""
     return _solve_replicas(prob, [draws], progress, rule)[0]
@@ -434,10 +456,7 @@ def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
-    # a diverging solve is caught by the explicit finiteness checks and reported as failed;
-    # numpy's overflow warnings on the way there would only repeat it
-    quiet = np.errstate(over="ignore", invalid="ignore", divide="ignore")
-    with threadpool_limits(limits=1, user_api="blas"), bar, quiet:
+    with threadpool_limits(limits=1, user_api="blas"), bar, np.errstate(**_QUIET):
         for t in range(prob.T):
             try:
                 for dr, st in zip(draws, states):
@@ -458,7 +477,7 @@ def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
                     cut = [_truncated(prob, st, t + 1) for st in states]
                     prob, states = cut[0][0], [c[1] for c in cut]
                     break
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    with np.errstate(**_QUIET):
         return [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
 
 
@@ -868,7 +887,7 @@ def dmft_hessian(
     ``t1``).  A solve that fails, or a plateau not detected within ``steps``, is returned with
     ``converged=False`` and the reason in ``message``, never as a number.
     """
-    from .descent import PlateauRule, segment_phases
+    from .descent import PlateauRule
 
     res = dmft_gd(
         model,
@@ -886,30 +905,27 @@ def dmft_hessian(
         relu_smoothing=relu_smoothing,
     )
 
-    def failed(message, t1=None, rule=None):
-        nan = float("nan")
-        empty = np.array([])
-        return DMFTHessian(
-            res.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False, message, res
-        )
-
     if not res.converged:
-        return failed(f"the DMFT solve failed: {res.message}")
-    phases = segment_phases(
-        res.train_loss,
-        res.grad_norm,
-        res.overlap,
-        window=window,
-        depth=depth,
-        flat_rtol=flat_rtol,
-        escape_overlap=ESCAPE_OVERLAP,
+        return _failed_hessian(res, f"the DMFT solve failed: {res.message}")
+    phases = plateau_of_curves(
+        res.train_loss, res.grad_norm, res.overlap, PlateauRule(window, depth, flat_rtol)
     )
     if not phases.detected:
-        return failed(
+        return _failed_hessian(
+            res,
             f"no plateau detected within {steps} steps of the DMFT curves (the rule needs "
-            f"{window} steps after it): pass more steps"
+            f"{window} steps after it): pass more steps",
         )
     return hessian_at_step(res, net, int(phases.plateau_step), phases.rule, weight_decay)
+
+
+def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
+    """A :class:`DMFTHessian` that failed: ``converged`` False, the reason, no numbers."""
+    nan, empty = float("nan"), np.array([])
+    return DMFTHessian(
+        result.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False, message,
+        result,
+    )  # fmt: skip
 
 
 def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0) -> DMFTHessian:
@@ -938,11 +954,8 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0) -> DMFTHessian
         pred = plugin_prediction(law, result.delta)
         margin = theta_margin(law, result.delta)
     except (ConvergenceError, ValueError) as err:
-        nan, empty = float("nan"), np.array([])
-        return DMFTHessian(
-            result.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False,
-            f"the spectrum of the DMFT law at t1 = {t1} failed: {err}", result,
-        )  # fmt: skip
+        message = f"the spectrum of the DMFT law at t1 = {t1} failed: {err}"
+        return _failed_hessian(result, message, t1, rule)
     big = np.flatnonzero(pred.overlaps_theta >= THETA_OVERLAP_MIN)
     theta_val = float(pred.outliers[big[0]]) if big.size else float("nan")
     theta_ov = float(pred.overlaps_theta[big[0]]) if big.size else float("nan")

@@ -17,8 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._validation import check_positive_float, check_positive_int
-from .descent import PlateauRule, segment_phases
-from .dmft import CURVES, ESCAPE_OVERLAP, RELU_SMOOTHING, dmft_replicas, hessian_at_step
+from .descent import PlateauRule
+from .dmft import (
+    RELU_SMOOTHING,
+    check_seed,
+    dmft_replicas,
+    hessian_at_step,
+    plateau_of_curves,
+)
 
 
 @dataclass(frozen=True)
@@ -115,11 +121,6 @@ HESSIAN_NUMBERS = (
 N_TEST = 1000
 
 
-def _replica_seeds_ok(rng):
-    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
-        raise TypeError(f"rng must be a non-negative int (one seed for every delta); got {rng!r}")
-
-
 def _jackknife_se(loo) -> float:
     R = loo.size
     return float(np.sqrt((R - 1) / R * np.sum((loo - loo.mean()) ** 2)))
@@ -129,11 +130,9 @@ def _plateau(results, rule, drop=None):
     """The plateau step of the mean curves of ``results`` (leaving out replica ``drop``), or
     None when the rule does not confirm one within the steps solved."""
     keep = [r for i, r in enumerate(results) if i != drop]
-    mean = {k: np.mean([getattr(r, k) for r in keep], axis=0) for k in CURVES[:4]}
-    phases = segment_phases(
-        mean["train_loss"], mean["grad_norm"], mean["overlap"], window=rule.window,
-        depth=rule.depth, flat_rtol=rule.flat_rtol, escape_overlap=ESCAPE_OVERLAP,
-    )  # fmt: skip
+    curves = ("train_loss", "grad_norm", "overlap")
+    mean = [np.mean([getattr(r, k) for r in keep], axis=0) for k in curves]
+    phases = plateau_of_curves(*mean, rule)
     return int(phases.plateau_step) if phases.detected else None
 
 
@@ -202,7 +201,7 @@ def dmft_margin(
     rule = PlateauRule() if rule is None else rule
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
-    _replica_seeds_ok(rng)
+    check_seed(rng)
 
     def failed(message, t1=None, hs=()):
         nan = np.full(replicas, np.nan)
@@ -462,7 +461,7 @@ def dmft_delta_nn(
     rtol = check_positive_float(rtol, "rtol")
     max_evals = check_positive_int(max_evals, "max_evals", minimum=2)
     replicas = check_positive_int(replicas, "replicas", minimum=2)
-    _replica_seeds_ok(rng)  # validate before any solve
+    check_seed(rng)  # validate before any solve
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
