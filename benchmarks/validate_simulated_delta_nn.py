@@ -27,22 +27,10 @@ def final_overlap(config, delta, seed) -> float:
     """Final ``Theta*`` overlap of gradient descent at ``(delta, seed)`` (no test set pass)."""
     from threadpoolctl import threadpool_limits
 
-    from rmt.descent import gradient_descent
-    from rmt.experiments.learning import LEARNED_OVERLAP, sample_pair
+    from rmt.experiments.learning import run_descent
 
     with threadpool_limits(limits=1, user_api="blas"):
-        data, _, rng = sample_pair(config, delta, seed)  # the same start as learn_point
-        run = gradient_descent(
-            config.net(),
-            data,
-            init_scale=config.init_scale,
-            lr=config.lr,
-            steps=config.train_steps,
-            weight_decay=config.weight_decay,
-            escape_overlap=LEARNED_OVERLAP,
-            rng=rng,
-            progress=False,
-        )
+        _, run, _ = run_descent(config, delta, seed, with_test=False)  # learn_point's start
     return float(run.overlap[-1])
 
 

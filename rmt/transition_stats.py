@@ -478,14 +478,7 @@ def bisect_order_parameter(
     -------
     CrossingEstimate
     """
-    lo, hi = check_positive_float(lo, "lo"), check_positive_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"need lo < hi; got lo = {lo}, hi = {hi}")
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds must not be empty")
-    rtol = check_positive_float(rtol, "rtol")
-    max_evals = check_positive_int(max_evals, "max_evals", minimum=2)
+    lo, hi, seeds, rtol, max_evals = _check_search(lo, hi, seeds, rtol, max_evals)
     max_confirm = check_positive_int(max_confirm, "max_confirm", minimum=0)
     confirm_step = check_positive_float(confirm_step, "confirm_step")
     if confirm_step <= 1:
@@ -610,6 +603,19 @@ def _pooled(window):
     return _binomial_tails(sum(w[1] for w in window), sum(w[2] for w in window))
 
 
+def _check_search(lo, hi, seeds, rtol, max_evals):
+    """The validated ``(lo, hi, seeds, rtol, max_evals)`` of a search in ``delta`` over seeds."""
+    lo, hi = check_positive_float(lo, "lo"), check_positive_float(hi, "hi")
+    if not lo < hi:
+        raise ValueError(f"need lo < hi; got lo = {lo}, hi = {hi}")
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    rtol = check_positive_float(rtol, "rtol")
+    max_evals = check_positive_int(max_evals, "max_evals", minimum=2)
+    return lo, hi, seeds, rtol, max_evals
+
+
 def bisect_transition(
     outcome, lo, hi, seeds, *, rtol=0.05, max_evals=12, alpha=0.1, progress=None
 ) -> TransitionEstimate:
@@ -621,14 +627,7 @@ def bisect_transition(
     is :func:`significance_interval` over every evaluated ``delta``.  ``progress`` is called
     with a short text after each evaluation.
     """
-    lo, hi = check_positive_float(lo, "lo"), check_positive_float(hi, "hi")
-    if not lo < hi:
-        raise ValueError(f"need lo < hi; got lo = {lo}, hi = {hi}")
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise ValueError("seeds must not be empty")
-    rtol = check_positive_float(rtol, "rtol")
-    max_evals = check_positive_int(max_evals, "max_evals", minimum=2)
+    lo, hi, seeds, rtol, max_evals = _check_search(lo, hi, seeds, rtol, max_evals)
     evals = []
 
     def majority(x):

@@ -75,20 +75,25 @@ def sample_pair(config, delta, seed):
     return data, test, rng
 
 
-def run_descent(config, delta, seed, progress=False):
-    """The gradient-descent run of ``(delta, seed)``: ``(data, GDRun, rng)``."""
+def run_descent(config, delta, seed, progress=False, *, with_test=True, stop_at_plateau=False):
+    """The gradient-descent run of ``(delta, seed)``: ``(data, GDRun, rng)``.
+
+    The test set is always drawn (it keeps the generator in step, so that every caller gets
+    the same start); ``with_test=False`` skips its pass at each step.  ``stop_at_plateau``
+    stops the run once the plateau is confirmed (:func:`rmt.gradient_descent`)."""
     from ..descent import gradient_descent
 
     data, test, rng = sample_pair(config, delta, seed)
     run = gradient_descent(
         config.net(),
         data,
-        test=test,
+        test=test if with_test else None,
         init_scale=config.init_scale,
         lr=config.lr,
         steps=config.train_steps,
         weight_decay=config.weight_decay,
         escape_overlap=LEARNED_OVERLAP,
+        stop_at_plateau=stop_at_plateau,
         rng=rng,
         progress=progress,
     )
@@ -135,26 +140,13 @@ def plateau_point(config, delta, seed) -> dict:
     """
     from threadpoolctl import threadpool_limits
 
-    from ..descent import gradient_descent
     from ..transition_stats import order_parameter
 
     t0 = time.perf_counter()
     row = {"delta": float(delta), "seed": int(seed), "d": config.d, "plateau_step": None}
     row.update(dict.fromkeys(PLATEAU_SPECTRUM, None))
     with threadpool_limits(limits=1, user_api="blas"):
-        data, _, rng = sample_pair(config, delta, seed)  # the test set keeps the rng in step
-        run = gradient_descent(
-            config.net(),
-            data,
-            init_scale=config.init_scale,
-            lr=config.lr,
-            steps=config.train_steps,
-            weight_decay=config.weight_decay,
-            escape_overlap=LEARNED_OVERLAP,
-            stop_at_plateau=True,
-            rng=rng,
-            progress=False,
-        )
+        data, run, rng = run_descent(config, delta, seed, with_test=False, stop_at_plateau=True)
         if run.W1 is not None:
             _, res, ov, dec = hessian_at_plateau(config, data, run, rng)
             row.update(
