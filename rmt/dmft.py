@@ -40,7 +40,7 @@ from ._validation import check_nonneg_float, check_positive_float, check_positiv
 from .freeprob.mp import ConvergenceError, MPSystem
 from .freeprob.outliers import RealBranch, edge_and_branch
 from .freeprob.plugin import plugin_prediction
-from .kernels.dmft import PAD, response_kernel
+from .kernels.dmft import PAD, forward_process, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
 
@@ -122,8 +122,8 @@ def dmft_gd(
     over the steps (a step costs ``O(N m^3 t^2)``: the late steps are the slow ones).
     With ``stop_at_plateau`` the solve stops once the plateau rule (``segment``, an
     :class:`rmt.PlateauRule`, default ``PlateauRule()``; online, as in
-    :func:`rmt.gradient_descent`) confirms a plateau ``window`` steps after it; ``steps`` is
-    then a maximum, and the result holds the steps done.  The equations are causal, so those
+    :func:`rmt.gradient_descent`, on the curves smoothed as in :func:`plateau_of_curves`)
+    confirms a plateau ``window + CURVE_SMOOTHING`` steps after it; ``steps`` is then a maximum, and the result holds the steps done.  The equations are causal, so those
     steps are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
     solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/dmft.md
     8.11: bias ``O(h^2)``, Monte Carlo variance ``O(1 / (N h))``); other activations ignore it.
@@ -153,7 +153,7 @@ class DMFTReplicas:
         One solve per replica, each with its own draws; all of the same length.
     plateau : int or None
         With ``stop_at_plateau``, the plateau of the mean curves at which every replica
-        stopped ``window`` steps later; else None.
+        stopped ``window + CURVE_SMOOTHING`` steps later; else None.
     """
 
     results: tuple
@@ -214,8 +214,9 @@ def dmft_replicas(
     rng : int
         Seed: replica ``r`` draws from the ``r``-th child of ``numpy.random.SeedSequence(rng)``.
     stop_at_plateau : bool
-        Stop every replica ``window`` steps after the plateau of the *mean* curves (``segment``,
-        an :class:`rmt.PlateauRule`), so that all share one ``t1``.
+        Stop every replica ``window + CURVE_SMOOTHING`` steps after the plateau of the *mean*
+        curves (:func:`plateau_of_curves`; ``segment``, an :class:`rmt.PlateauRule`), so that
+        all share one ``t1``.
 
     Returns
     -------
@@ -236,10 +237,7 @@ def dmft_replicas(
     seeds = np.random.SeedSequence(int(rng)).spawn(replicas)
     draws = [_draws(prob, n_test, np.random.default_rng(sq)) for sq in seeds]
     rule = _plateau_rule(segment) if stop_at_plateau else None
-    results = _solve_replicas(prob, draws, progress, rule)
-    plateau = None
-    if rule is not None and "stopped after step" in results[0].message:
-        plateau = results[0].steps - 1 - rule.window
+    results, plateau = _solve_replicas(prob, draws, progress, rule)
     return DMFTReplicas(tuple(results), plateau)
 
 
@@ -250,14 +248,39 @@ def check_seed(rng) -> None:
         raise TypeError(f"rng must be a non-negative int (one seed for every delta); got {rng!r}")
 
 
+#: the half-width ``h`` of the centred moving average that the plateau rule reads DMFT curves
+#: through (docs/dmft.md 8.10): the Monte Carlo noise of a solve's curves is fresh at every
+#: step (new innovations of the field), while the limit's curves are smooth
+CURVE_SMOOTHING = 6
+
+
+def smoothed_curve(x, h=CURVE_SMOOTHING) -> np.ndarray:
+    """The centred moving average of ``x`` over ``2 j + 1`` steps, ``j = min(h, t)`` (the
+    window shrinks at the start), at the steps ``t`` whose window is complete on the right:
+    ``len(x) - h`` entries, the same whatever follows them."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size - h
+    if n <= 0:
+        return x[:0]
+    c = np.concatenate([[0.0], np.cumsum(x)])
+    t = np.arange(n)
+    j = np.minimum(h, t)
+    return (c[t + j + 1] - c[t - j]) / (2 * j + 1)
+
+
 def plateau_of_curves(train_loss, grad_norm, overlap, rule):
-    """The plateau of DMFT curves by :func:`rmt.segment_phases` with the :class:`rmt.PlateauRule`
-    ``rule`` and :data:`ESCAPE_OVERLAP`; returns its :class:`rmt.Phases`."""
+    """The plateau of DMFT curves: :func:`rmt.segment_phases` with the :class:`rmt.PlateauRule`
+    ``rule`` and :data:`ESCAPE_OVERLAP` on the curves smoothed by :func:`smoothed_curve`
+    (docs/dmft.md 8.10); returns its :class:`rmt.Phases` (steps of the curves themselves).
+    With ``CURVE_SMOOTHING`` or fewer steps there is nothing to read: no plateau."""
     from .descent import segment_phases
 
+    curves = [smoothed_curve(c) for c in (train_loss, grad_norm, overlap)]
+    if curves[0].size == 0:
+        curves = [np.asarray(c, dtype=np.float64)[:1] for c in (train_loss, grad_norm, overlap)]
     return segment_phases(
-        train_loss, grad_norm, overlap, window=rule.window, depth=rule.depth,
-        flat_rtol=rule.flat_rtol, escape_overlap=ESCAPE_OVERLAP,
+        *curves, window=rule.window, depth=rule.depth, flat_rtol=rule.flat_rtol,
+        escape_overlap=ESCAPE_OVERLAP,
     )  # fmt: skip
 
 
@@ -391,10 +414,12 @@ def _draws(prob, n_test, rng) -> dict:
     return {"z": z, "y": y, "z_test": z_test, "y_test": y_test, "g_test": g_test, "rng": rng}
 
 
-def _smoothed_relu(U, h):
+def _smoothed_relu(U, h, widths=None):
     """``(sigma, sigma', sigma'')`` of ``w softplus(u / w)``, ``w = h sd(u)`` per column of
-    ``U`` over the draws (docs/dmft.md 8.11); a column without spread keeps the exact ReLU."""
-    sd = U.std(axis=0)
+    ``U`` over the draws (docs/dmft.md 8.11), or ``w = widths`` when given; a column without
+    spread (width 0) keeps the exact ReLU."""
+    sd = U.std(axis=0) if widths is None else np.asarray(widths, dtype=np.float64)
+    h = 1.0 if widths is not None else h
     w = np.where(sd > 0, h * sd, 1.0)
     x = U / w
     s = w * np.logaddexp(0.0, x)
@@ -436,23 +461,26 @@ _QUIET = {"over": "ignore", "invalid": "ignore", "divide": "ignore"}
 
 def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
     """One solve: :func:`_solve_replicas` with one replica."""
-    return _solve_replicas(prob, [draws], progress, rule)[0]
+    return _solve_replicas(prob, [draws], progress, rule)[0][0]
 
 
-def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
+def _solve_replicas(prob, draws, progress=False, rule=None):
     """Solve independent replicas (one per entry of ``draws``) step by step in lockstep.
 
-    With ``rule`` (an :class:`rmt.PlateauRule`) the mean of the replicas' curves is fed to the
-    online plateau rule, and every replica stops ``window`` steps after the plateau of that
-    mean: one ``t1`` for all of them.  A replica that fails stops the others at that step."""
+    With ``rule`` (an :class:`rmt.PlateauRule`) the mean of the replicas' curves, smoothed as
+    in :func:`plateau_of_curves`, is fed to the online plateau rule, and every replica stops
+    ``window + CURVE_SMOOTHING`` steps after the plateau of that mean: one ``t1`` for all of
+    them.  A replica that fails stops the others at that step.  Returns the results and that
+    plateau (None without one)."""
     states = [_State.empty(prob) for _ in draws]
     message, ok = "converged: causal sweep over the time grid", True
-    seg = None
+    seg, plateau, h = None, None, CURVE_SMOOTHING
     if rule is not None:  # the online plateau rule of rmt.descent, fed the mean DMFT curves
         from .descent import _Segmenter
 
         curves = np.full((3, prob.T), np.nan)  # train loss, gradient norm, overlap
-        seg = _Segmenter(curves[0], curves[1], curves[2], rule, ESCAPE_OVERLAP)
+        smooth = np.full((3, prob.T), np.nan)  # their moving averages, h steps behind
+        seg = _Segmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
@@ -469,16 +497,22 @@ def _solve_replicas(prob, draws, progress=False, rule=None) -> list:
             bar.update(1)
             if seg is not None:
                 curves[:, t] = np.mean([_curve_point(prob, st, t) for st in states], axis=0)
-                if seg.push(t) is not None and t + 1 < prob.T:
+                if t < h:
+                    continue
+                s = t - h
+                smooth[:, s] = [smoothed_curve(c[: t + 1])[s] for c in curves]
+                if seg.push(s) is not None and t + 1 < prob.T:
+                    plateau = seg.plateau
                     message += (
-                        f"; stopped after step {t}, {rule.window} steps after the plateau "
-                        f"at {seg.plateau}"
+                        f"; stopped after step {t}, {t - plateau} steps after the plateau "
+                        f"at {plateau}"
                     )
                     cut = [_truncated(prob, st, t + 1) for st in states]
                     prob, states = cut[0][0], [c[1] for c in cut]
                     break
     with np.errstate(**_QUIET):
-        return [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
+        results = [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
+    return results, plateau
 
 
 def _curve_point(prob, st, t):
@@ -782,8 +816,6 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
     law, and ``history`` measures what the rest changes (docs/dmft.md 8.9: at most 0.6% of the
     outlier with five times, phase retrieval at ``delta = 4``).
     """
-    from .freeprob.law import SpikeLaw
-
     if not isinstance(result, DMFTResult):
         raise TypeError(f"result must be an rmt.DMFTResult; got {type(result).__name__}")
     if result.xi is None or result.u is None:
@@ -801,19 +833,147 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
         if s not in times:
             times.append(s)
     C = np.block([[result.Q_perp[a, b] for b in times] for a in times])
+    stack = np.concatenate([result.xi[s] for s in times], axis=1)
+    return _law_of_nodes(result.z, stack, C, result.u[t], result.y, net, weight_decay)
+
+
+def _law_of_nodes(z, fields, C, U, y, net, weight_decay):
+    """The empirical spike law of draws ``(z, fields, U, y)``: spike coordinates ``z`` and the
+    cavity fields ``fields`` (covariance ``C``) whitened, curvature blocks at ``U``."""
+    from .freeprob.law import SpikeLaw
+
     lam, V = np.linalg.eigh(0.5 * (C + C.T))
     keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
-    stack = np.concatenate([result.xi[s] for s in times], axis=1)
-    coords = stack @ (V[:, keep] / np.sqrt(lam[keep]))
+    coords = fields @ (V[:, keep] / np.sqrt(lam[keep]))
     return SpikeLaw(
-        np.concatenate([result.z, coords], axis=1),
-        net.curvature(result.u[t], result.y),
+        np.concatenate([z, coords], axis=1),
+        net.curvature(U, y),
         None,
-        result.z.shape[1],
+        z.shape[1],
         shift=check_nonneg_float(weight_decay, "weight_decay"),
         kind="empirical",
         unbounded_reason="empirical law of the DMFT sample: boundedness not assessed",
     )
+
+
+def resampled_laws(
+    result, model, net, times, n_draws, rng, weight_decay=0.0, relu_smoothing=RELU_SMOOTHING
+) -> dict:
+    """Spike laws of the Hessian at steps ``times`` from fresh draws of the per-sample process
+    at the kernels of a solve (docs/dmft.md 8.10).
+
+    The solve estimates the kernels ``M``, ``R_w`` and ``Q_perp`` from its ``N`` draws, and
+    :func:`dmft_law` takes the law at step ``t`` from those same draws.  Here ``n_draws`` new
+    draws of ``(z, y)`` and of the cavity field (the Gaussian process with covariance
+    ``Q_perp`` over steps ``0 .. max(times)``) run eq. (D1) forward with the solved kernels
+    (the memory term included; no responses are needed), so the law's own Monte Carlo
+    error falls with ``n_draws`` while the kernels' error stays that of the solve.
+
+    Parameters
+    ----------
+    result : DMFTResult
+        A converged solve.
+    model : rmt.MultiIndexModel
+        The model of the solve (for the labels of the new draws).
+    net : rmt.TwoLayerNet
+        The network of the solve.
+    times : sequence of int
+        Steps in ``[0, result.steps)``.
+    n_draws : int
+        The new draws.
+    rng : numpy.random.Generator
+    weight_decay : float
+        The shift of the Hessian.
+    relu_smoothing : float
+        For a ReLU network, the smoothing of the solve: step ``s`` uses the width
+        ``relu_smoothing * sd(u^s)`` of the solve's own draws, as the solve did.
+
+    Returns
+    -------
+    dict
+        Step -> :class:`rmt.freeprob.law.SpikeLaw`, as :func:`dmft_law` builds it.
+
+    Raises
+    ------
+    ValueError
+        For a failed solve or a step outside it.
+    """
+    if not isinstance(result, DMFTResult) or result.u is None:
+        raise TypeError("result must be an rmt.DMFTResult with its per-sample process")
+    if not result.converged:
+        raise ValueError(f"the DMFT solve failed: {result.message}")
+    times = sorted({int(s) for s in times})
+    if not times or times[0] < 0 or times[-1] >= result.steps:
+        raise ValueError(f"times must be steps in [0, {result.steps}); got {times}")
+    n = check_positive_int(n_draws, "n_draws", minimum=2)
+    t = times[-1]
+    m, k = result.M.shape[1], result.M.shape[2]
+    b = (t + 1) * m
+    C = np.ascontiguousarray(result.Q_perp[: t + 1, : t + 1].transpose(0, 2, 1, 3)).reshape(b, b)
+    z = rng.standard_normal((n, k))
+    y = model.labels(z, rng)
+    # the field by the causal factor, innovations drawn step by step: the draws of steps
+    # <= s are the same whatever the last step, and change smoothly with the kernels
+    G = np.concatenate([rng.standard_normal((n, m)) for _ in range(t + 1)], axis=1)
+    X = G @ causal_factor(C, m).T
+    Rw = np.ascontiguousarray(result.R_w[: t + 1, : t + 1].transpose(0, 2, 1, 3)).reshape(b, b)
+    widths = np.zeros((t + 1, m))
+    if getattr(net, "activation", None) == "relu":
+        widths = check_positive_float(relu_smoothing, "relu_smoothing") * np.array(
+            [result.u[s].std(axis=0) for s in range(t + 1)]
+        )
+    slot = np.full(t + 1, -1, dtype=np.int64)
+    slot[times] = np.arange(len(times))
+    U = np.empty((len(times), n, m))
+    c = result.lr / result.delta
+    M = np.ascontiguousarray(result.M[: t + 1])
+    if isinstance(net, TwoLayerNet):
+        forward_process(
+            net.act_code, net.loss_code, float(net.huber_delta), np.asarray(net.a, np.float64),
+            Rw, M, z, np.asarray(y, np.float64), X, c, widths, slot, U,
+        )  # fmt: skip
+    else:
+        _forward_numpy(net, Rw, M, z, y, X, c, widths, slot, U)
+    laws = {}
+    for i, s in enumerate(times):
+        fields = X[:, s * m : (s + 1) * m]
+        laws[s] = _law_of_nodes(z, fields, result.Q_perp[s, s], U[i], y, net, weight_decay)
+    return laws
+
+
+def causal_factor(C, m) -> np.ndarray:
+    """The lower-triangular ``L`` with ``L L^T = C`` for the flat covariance ``C`` of a field
+    over steps (``m`` coordinates a step, in step order), by the semidefinite Cholesky of
+    :func:`_factor_row`: a pivot below ``PIVOT_RTOL`` times the largest variance of its step
+    is set to 0 with its column.  ``L`` is causal: row block ``s`` uses the innovations of
+    steps ``<= s`` only (eq. (D7))."""
+    b = C.shape[0]
+    L = np.zeros((b, b))
+    for j in range(b):
+        s = j // m
+        scale = max(float(np.max(np.diag(C)[s * m : (s + 1) * m])), 0.0)
+        v = C[j:, j] - L[j:, :j] @ L[j, :j]
+        if scale > 0.0 and v[0] > PIVOT_RTOL * scale:
+            L[j:, j] = v / np.sqrt(v[0])
+    return L
+
+
+def _forward_numpy(net, Rw, M, z, y, X, c, widths, slot, out) -> None:
+    """:func:`rmt.kernels.dmft.forward_process` in numpy, for any network object."""
+    m = M.shape[1]
+    T = X.shape[1] // m
+    P = np.zeros((z.shape[0], T * m))
+    for s in range(T):
+        a = s * m
+        U = z @ M[s].T + X[:, a : a + m] - c * (P[:, :a] @ Rw[a : a + m, :a].T)
+        if np.any(widths[s] > 0):
+            s_, ds, _ = _smoothed_relu(U, None, widths[s])
+            _, dl, _ = net.loss_derivatives(y, s_ @ np.asarray(net.a, float))
+            P[:, a : a + m] = dl[:, None] * ds * np.asarray(net.a, float)
+        else:
+            P[:, a : a + m] = _psi(net, U, y)[1]
+        if slot[s] >= 0:
+            out[slot[s]] = U
 
 
 @dataclass(frozen=True)
@@ -879,12 +1039,12 @@ def dmft_hessian(
 
     Solves :func:`dmft_gd` on ``steps`` steps, finds the plateau ``t1`` with the rule of
     :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
-    gradient norm and overlap, and evaluates sections 3-4 on :func:`dmft_law` at ``t1``.  The
-    solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`), so ``steps`` must cover
-    ``t1 + window`` but not much more (``progress=True``: a bar over the solve's steps).
+    gradient norm and overlap (smoothed, :func:`plateau_of_curves`), and evaluates sections
+    3-4 on :func:`dmft_law` at ``t1``.  The solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`),
+    so ``steps`` must cover ``t1 + window + CURVE_SMOOTHING`` but not much more (``progress=True``: a bar over the solve's steps).
     With ``stop_at_plateau`` the solve stops once the plateau is confirmed (the same ``t1``;
-    ``steps`` is then a maximum, and the curves of ``result`` end ``window`` steps after
-    ``t1``).  A solve that fails, or a plateau not detected within ``steps``, is returned with
+    ``steps`` is then a maximum, and the curves of ``result`` end ``window +
+    CURVE_SMOOTHING`` steps after ``t1``).  A solve that fails, or a plateau not detected within ``steps``, is returned with
     ``converged=False`` and the reason in ``message``, never as a number.
     """
     from .descent import PlateauRule
@@ -914,7 +1074,7 @@ def dmft_hessian(
         return _failed_hessian(
             res,
             f"no plateau detected within {steps} steps of the DMFT curves (the rule needs "
-            f"{window} steps after it): pass more steps",
+            f"{window + CURVE_SMOOTHING} steps after it): pass more steps",
         )
     return hessian_at_step(res, net, int(phases.plateau_step), phases.rule, weight_decay)
 
@@ -928,7 +1088,7 @@ def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
     )  # fmt: skip
 
 
-def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0) -> DMFTHessian:
+def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> DMFTHessian:
     """Edges, outliers, overlaps and BBP margins of the Hessian at step ``t1`` of a DMFT solve.
 
     Parameters
@@ -942,14 +1102,17 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0) -> DMFTHessian
         How ``t1`` was found, kept in the result.
     weight_decay : float
         The shift of the Hessian.
+    law : rmt.freeprob.law.SpikeLaw, optional
+        The law at ``t1`` (from :func:`resampled_laws`, say); default :func:`dmft_law` of
+        the solve's own draws.
 
     Returns
     -------
     DMFTHessian
-        At :func:`dmft_law` of step ``t1`` (docs/dmft.md 8.9); ``converged`` is False, with the
+        At the law of step ``t1`` (docs/dmft.md 8.9); ``converged`` is False, with the
         reason, when the spectrum or the margin of that law failed.
     """
-    law = dmft_law(result, net, t1, weight_decay)
+    law = dmft_law(result, net, t1, weight_decay) if law is None else law
     try:
         pred = plugin_prediction(law, result.delta)
         margin = theta_margin(law, result.delta)

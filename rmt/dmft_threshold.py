@@ -4,10 +4,11 @@ docs/dmft.md section 8.10.  At each ``delta``, :func:`dmft_margin` solves the DM
 phase in ``replicas`` independent replicas (their own draws, the same at every ``delta``) and
 reads at each replica's plateau the learning margin of :class:`rmt.DMFTHessian`: positive iff
 the Hessian at ``W1`` has a negative outlier along ``Theta*``.  The margin is continuous in
-``delta``, so :func:`dmft_delta_nn` finds its sign change by steps of a factor 2 and then its
-root by regula falsi (Illinois), and interpolates linearly between the two closest points
-that straddle it.  The standard error is the jackknife over the replicas of that
-interpolated root: the Monte Carlo error of the draws, the only random part of the method.
+``delta``, so :func:`dmft_delta_nn` brackets its sign change with a pilot of fewer draws
+(a secant walk, then regula falsi), evaluates once with all the draws at the pilot's root and
+takes a Newton step with the pilot's slope.  The standard error is the jackknife over the
+replicas of that root: the Monte Carlo error of the draws, the only random part of the
+method.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .dmft import (
     dmft_replicas,
     hessian_at_step,
     plateau_of_curves,
+    resampled_laws,
+    smoothed_curve,
 )
 
 
@@ -36,22 +39,27 @@ class DMFTEvaluation:
     delta : float
         The sample ratio.
     t1 : int or None
-        The plateau of the replicas' mean curves, shared by all replicas.
+        The plateau step of the replicas' mean curves (the rule's), shared by all replicas.
     margins : numpy.ndarray
-        The learning margin of each replica at ``t1`` (:class:`rmt.DMFTHessian`).
+        The learning margin of each replica (:class:`rmt.DMFTHessian`) at ``vertex``,
+        interpolated linearly between the steps around it.
     loo_margins : numpy.ndarray
         The jackknife values: entry ``r`` is the mean margin of the other replicas at the
-        plateau of *their* mean curves.
+        vertex of *their* mean gradient norm.
     margin, margin_se : float
         The mean of ``margins`` and its jackknife standard error (NaN when ``converged`` is
         False).
     hessians : tuple of DMFTHessian
-        The replicas' Hessians at ``t1``.
+        The replicas' Hessians at the step nearest ``vertex``.
     converged : bool
         Whether the mean curves reached a plateau within ``max_steps`` and every replica
         gave a margin there.
     message : str
         What failed, or where the plateau is.
+    vertex : float
+        The plateau to a fraction of a step: the minimum of the least-squares parabola
+        through the smoothed mean gradient norm over ``t1 +- VERTEX_WINDOW`` steps
+        (docs/dmft.md 8.10); NaN when ``converged`` is False.
     """
 
     delta: float
@@ -63,6 +71,7 @@ class DMFTEvaluation:
     hessians: tuple
     converged: bool
     message: str
+    vertex: float = float("nan")
 
     @property
     def sign(self) -> int:
@@ -116,6 +125,12 @@ HESSIAN_NUMBERS = (
 )
 
 
+#: the default draws of each replica's Hessian law (:func:`dmft_margin`, ``law_draws``)
+LAW_DRAWS = 20_000
+#: the second entry of the seed of those draws, ``[rng, LAW_STREAM, replica]``: a stream apart
+#: from the solves' (the children of ``SeedSequence(rng)``)
+LAW_STREAM = 7
+
 #: test draws of the solves of :func:`dmft_margin`: the test loss enters neither the plateau
 #: rule nor the Hessian, so few are kept
 N_TEST = 1000
@@ -152,6 +167,7 @@ def dmft_margin(
     rule=None,
     progress=False,
     relu_smoothing=RELU_SMOOTHING,
+    law_draws=LAW_DRAWS,
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
 
@@ -183,6 +199,10 @@ def dmft_margin(
         A tqdm bar over the steps of each solve.
     relu_smoothing : float
         The width of the smoothed ReLU, as in :func:`rmt.dmft_gd` (other activations ignore it).
+    law_draws : int or None
+        Each replica's Hessian law at the plateau from this many fresh draws of the
+        per-sample process at its solved kernels (:func:`rmt.dmft.resampled_laws`, seeded
+        from ``rng`` and the replica); None: from the solve's own ``n_samples`` draws.
 
     Returns
     -------
@@ -202,6 +222,8 @@ def dmft_margin(
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
     check_seed(rng)
+    if law_draws is not None:
+        law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
 
     def failed(message, t1=None, hs=()):
         nan = np.full(replicas, np.nan)
@@ -224,34 +246,73 @@ def dmft_margin(
         steps = min(2 * steps, max_steps)
     if t1 is None:
         return failed(f"no plateau of the mean DMFT curves within {max_steps} steps")
-    return _margins_at_plateau(reps.results, net, t1, rule, weight_decay, failed)
+    laws = None
+    if law_draws is not None:
+
+        def laws(i, result, times):
+            gen = np.random.default_rng([int(rng), LAW_STREAM, i])
+            return resampled_laws(
+                result, model, net, times, law_draws, gen, weight_decay, relu_smoothing
+            )
+
+    return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws)
 
 
-def _margins_at_plateau(results, net, t1, rule, weight_decay, failed) -> DMFTEvaluation:
-    """Each replica's learning margin at ``t1``, and the jackknife values (docs/dmft.md 8.10)."""
-    cache = {}
+#: the half-width of the window of steps around the rule's plateau ``t1`` over which a
+#: least-squares parabola through the smoothed mean gradient norm locates its minimum
+VERTEX_WINDOW = 20
 
-    def margins_at(t):
-        if t not in cache:
-            cache[t] = [hessian_at_step(r, net, t, "mean curves", weight_decay) for r in results]
-        return cache[t]
 
-    hs = margins_at(t1)
-    bad = [f"replica {i}: {h.message}" for i, h in enumerate(hs) if not h.converged]
+def _vertex(results, t1, drop=None) -> float:
+    """The minimum of the least-squares parabola through the smoothed mean gradient norm of
+    ``results`` (leaving out replica ``drop``) over ``t1 +- VERTEX_WINDOW``, clipped to that
+    window; ``t1`` itself when the parabola is not convex."""
+    keep = [r.grad_norm for i, r in enumerate(results) if i != drop]
+    g = smoothed_curve(np.mean(keep, axis=0))
+    lo, hi = max(t1 - VERTEX_WINDOW, 0), min(t1 + VERTEX_WINDOW, g.size - 1)
+    ts = np.arange(lo, hi + 1)
+    if ts.size < 3:
+        return float(t1)
+    a, b, _ = np.polyfit(ts - t1, g[ts], 2)
+    if not a > 0:
+        return float(t1)
+    return float(np.clip(t1 - b / (2 * a), lo, hi))
+
+
+def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
+    """Each replica's learning margin at the vertex of the plateau, and the jackknife values
+    (docs/dmft.md 8.10).
+
+    ``laws(i, result, times)``, when given, returns replica ``i``'s laws at ``times`` (a dict
+    by step); else each law is :func:`rmt.dmft.dmft_law` of the solve's own draws."""
+    R = len(results)
+    v = _vertex(results, t1)
+    loo_v = [_vertex(results, t1, drop=r) for r in range(R)]
+    last = results[0].steps - 1
+    times = list(range(int(np.floor(min(v, *loo_v))), min(int(np.ceil(max(v, *loo_v))), last) + 1))
+    if laws is None:
+        by_replica = [{} for _ in results]
+    else:
+        by_replica = [laws(i, r, times) for i, r in enumerate(results)]
+    at = {
+        t: [
+            hessian_at_step(r, net, t, "mean curves", weight_decay, law=by_replica[i].get(t))
+            for i, r in enumerate(results)
+        ]
+        for t in times
+    }
+    hs = at[int(np.clip(round(v), times[0], times[-1]))]
+    bad = [f"replica {i} at step {t}: {h.message}" for t in times
+           for i, h in enumerate(at[t]) if not h.converged]  # fmt: skip
     if bad:
-        return failed("; ".join(bad), t1, hs)
-    margins = np.array([h.learning_margin for h in hs])
-    loo = []
-    for r in range(len(results)):
-        t = _plateau(results, rule, drop=r)
-        others = [h for i, h in enumerate(margins_at(t1 if t is None else t)) if i != r]
-        if not all(h.converged for h in others):
-            return failed(f"the spectrum at the leave-one-out plateau {t} failed", t1, hs)
-        loo.append(np.mean([h.learning_margin for h in others]))
-    loo = np.array(loo)
+        return failed("; ".join(bad[:3]), t1, hs)
+    M = np.array([[h.learning_margin for h in at[t]] for t in times]).T  # (R, steps)
+    margins = np.array([np.interp(v, times, M[i]) for i in range(R)])
+    loo = np.array([np.interp(loo_v[r], times, np.delete(M, r, axis=0).mean(axis=0))
+                    for r in range(R)])  # fmt: skip
     return DMFTEvaluation(
         results[0].delta, t1, margins, loo, float(margins.mean()), _jackknife_se(loo), tuple(hs),
-        True, f"plateau of the mean curves at step {t1}",
+        True, f"plateau of the mean curves at step {t1} (vertex {v:.1f})", v,
     )  # fmt: skip
 
 
@@ -262,12 +323,15 @@ class DMFTThreshold:
     Attributes
     ----------
     value : float
-        The root of the mean learning margin, interpolated linearly between ``lo`` and ``hi``
-        (NaN when ``converged`` is False).
+        The root of the mean learning margin (NaN when ``converged`` is False): a Newton step
+        from the full evaluation at the pilot's root, or interpolated linearly between two
+        full evaluations that straddle it (``message`` says which).
     stderr : float
         Its Monte Carlo standard error: the jackknife over the replicas.
     lo, hi : float
-        The closest evaluated ``delta`` with a negative and a positive mean margin.
+        An interval known to hold the root: the closest evaluated ``delta`` with a negative
+        and a positive mean margin (after a Newton step: the full evaluation, the pilot's
+        point of the other sign, and the value).
     converged : bool
         Whether the sign change was bracketed and the root found to ``rtol``.
     message : str
@@ -350,20 +414,27 @@ def _bracket(search, start, lo, hi):
             return None
         if last is not None and last.sign != ev.sign:
             return (ev, last) if ev.sign < 0 else (last, ev)
-        nxt = _next_point(ev, last)
+        nxt = _next_point(ev, last, search.evals)
         nxt = min(max(nxt, lo), hi)
         if nxt == ev.delta:
             return None
         x, last = nxt, ev
 
 
-def _next_point(ev, last) -> float:
-    """The next point of :func:`_bracket` after ``ev`` (``last`` the point before, or None)."""
+def _next_point(ev, last, evals=None) -> float:
+    """The next point of :func:`_bracket` after ``ev`` (``last`` the point before, or None;
+    ``evals`` every evaluation so far).  When the secant through ``ev`` and ``last`` does not
+    rise (two close points whose margins differ by less than their noise), the secant
+    through ``ev`` and the farthest good point is taken instead."""
     x, down = ev.delta, ev.sign > 0
     plain = x / 1.5 if down else x * 1.5
     if last is None:
         return plain
     slope = (ev.margin - last.margin) / (x - last.delta)
+    if not slope > 0 and evals:
+        far = max((e for e in evals.values() if e.sign), key=lambda e: abs(e.delta - x))
+        if far.delta != x:
+            slope = (ev.margin - far.margin) / (x - far.delta)
     if not slope > 0:  # the margin grows with delta near a BBP point; else plain steps
         return x / 2 if down else 2 * x
     root = x - ev.margin / slope
@@ -405,9 +476,10 @@ def dmft_delta_nn(
     start=4.0,
     rtol=0.1,
     max_evals=12,
-    replicas=8,
-    n_samples=2500,
+    replicas=16,
+    n_samples=1250,
     pilot=4,
+    law_draws=LAW_DRAWS,
     rng=0,
     progress=None,
     **kwargs,
@@ -433,10 +505,13 @@ def dmft_delta_nn(
         As in :func:`dmft_margin`: independent replicas of ``n_samples`` draws each, seeded
         from ``rng``, the same at every ``delta``.
     pilot : int
-        The walk and the refinement use ``n_samples // pilot`` draws a replica; then two
-        evaluations with ``n_samples`` draws straddle the pilot's root (moving out while they
-        do not), and the value is interpolated between them.  ``pilot=1``: every evaluation
-        with ``n_samples`` draws.
+        The walk and the refinement use ``n_samples // pilot`` draws a replica (and
+        ``law_draws // pilot`` for the laws); then one evaluation with ``n_samples`` draws at
+        the pilot's root gives the value by a Newton step with the pilot's slope (when that
+        step exceeds ``NEWTON_STEP``, two full evaluations straddle the root and the value is
+        interpolated between them).  ``pilot=1``: every evaluation with ``n_samples`` draws.
+    law_draws : int or None
+        As in :func:`dmft_margin`: the fresh draws of each replica's Hessian law.
     progress : callable, optional
         Called with each :class:`DMFTEvaluation` as it is found.
     **kwargs
@@ -466,11 +541,15 @@ def dmft_delta_nn(
         raise TypeError(f"progress must be callable or None; got {type(progress).__name__}")
     n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
     pilot = check_positive_int(pilot, "pilot")
-    full = _Search(_evaluator(model, net, replicas, n_samples, rng, kwargs), max_evals, progress)
-    search = full
+    if law_draws is not None:
+        law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
+    evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs)
+    full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
         few = max(n_samples // pilot, 2)
-        search = _Search(_evaluator(model, net, replicas, few, rng, kwargs), max_evals, progress)
+        few_law = None if law_draws is None else max(law_draws // pilot, 2)
+        evaluate = _evaluator(model, net, replicas, few, few_law, rng, kwargs)
+        search = _Search(evaluate, max_evals, progress)
 
     def failed(message):
         return DMFTThreshold(
@@ -485,10 +564,14 @@ def dmft_delta_nn(
                 f"{search.failures() or _same_sign(search.evals)}"
             )
         neg, pos, done = _refine(search, *ends, rtol)
+        newton = None
         if done and pilot > 1:
-            neg, pos, done = _straddle(full, *_interpolated_root(neg, pos), lo, hi)
-            if done:  # moved out: narrow again with the full draws
-                neg, pos, done = _refine(full, neg, pos, rtol)
+            newton, guess = _newton(full, neg, pos)
+            if newton is None:  # the pilot missed the root: straddle it with full draws
+                guess_se = _interpolated_root(neg, pos)[1]
+                neg, pos, done = _straddle(full, min(max(guess, lo), hi), guess_se, lo, hi)
+                if done:  # moved out: narrow again with the full draws
+                    neg, pos, done = _refine(full, neg, pos, rtol)
     except _OutOfEvaluations:
         return failed(f"{max_evals} evaluations did not bracket the root to rtol = {rtol:g}")
     if not done:
@@ -496,11 +579,16 @@ def dmft_delta_nn(
             f"the root near [{neg.delta:.4g}, {pos.delta:.4g}] was not bracketed: "
             f"{full.failures() or search.failures() or 'the margin kept its sign'}"
         )
-    value, se = _interpolated_root(neg, pos)
-    a, b = sorted((neg.delta, pos.delta))
+    if newton is not None:
+        value, se, a, b, r0 = newton
+        how = f"a Newton step from delta = {r0:.4g} with the pilot's slope"
+    else:
+        value, se = _interpolated_root(neg, pos)
+        a, b = sorted((neg.delta, pos.delta))
+        how = "interpolated"
     return DMFTThreshold(
         value, se, a, b, True,
-        f"root of the learning margin between delta = {a:.4g} and {b:.4g}",
+        f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})",
         full.evals, replicas, n_samples, search.evals if pilot > 1 else {},
     )  # fmt: skip
 
@@ -516,13 +604,46 @@ def _same_sign(evals) -> str:
     return f"no negative Theta* outlier at any delta tried, up to {xs[-1]:.4g}"
 
 
-def _evaluator(model, net, replicas, n_samples, rng, kwargs):
+def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs):
     def evaluate(delta):
         return dmft_margin(
-            model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng, **kwargs
-        )
+            model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng,
+            law_draws=law_draws, **kwargs,
+        )  # fmt: skip
 
     return evaluate
+
+
+#: the largest Newton step from the pilot's root, relative to it, that :func:`_newton`
+#: takes; a larger one means the pilot missed the root, and full evaluations straddle it
+NEWTON_STEP = 0.05
+
+
+def _newton(search, neg, pos):
+    """One evaluation at the root of the line through the pilot's ends ``neg`` and ``pos``,
+    ``r0``, and a Newton step from it with the pilot's slope: ``r0 - g(r0) / s``.
+
+    The jackknife values are ``r0 - g_{-r}(r0) / s_{-r}``, with ``s_{-r}`` the slope of the
+    pilot's leave-one-out margins: replica ``r`` of the pilot and of the full evaluation
+    share a seed, so they leave together.  Returns ``((value, se, lo, hi, r0), value)``, with
+    ``[lo, hi]`` spanning ``r0``, the pilot's end of the other sign and the value; or
+    ``(None, guess)`` when the evaluation failed, a slope has the wrong sign, or the step
+    exceeds ``NEWTON_STEP`` of ``r0`` (the pilot missed the root), with ``guess`` the Newton
+    value (``r0`` when there is none)."""
+    r0, _ = _interpolated_root(neg, pos)
+    span = pos.delta - neg.delta
+    slope = (pos.margin - neg.margin) / span
+    slopes = (pos.loo_margins - neg.loo_margins) / span
+    ev = search(r0)
+    if not ev.sign or not np.all(slopes * slope > 0):
+        return None, r0
+    value = r0 - ev.margin / slope
+    if not abs(value - r0) <= NEWTON_STEP * r0:
+        return None, float(value)
+    other = pos.delta if ev.sign < 0 else neg.delta
+    a, b = min(r0, other, value), max(r0, other, value)
+    loo = r0 - ev.loo_margins / slopes
+    return (float(value), _jackknife_se(loo), a, b, r0), float(value)
 
 
 def _straddle(search, guess, guess_se, lo, hi, tries=3):
@@ -532,10 +653,10 @@ def _straddle(search, guess, guess_se, lo, hi, tries=3):
     h = float(np.clip(guess_se, 0.02 * guess, 0.05 * guess))
     a = search(min(max(guess - h, lo), hi))
     b = search(min(max(guess + h, lo), hi))
-    for _ in range(tries):
+    for i in range(tries + 1):
         if a.sign and b.sign and a.sign != b.sign:
             return ((a, b) if a.sign < 0 else (b, a)) + (True,)
-        if not (a.sign and b.sign):
+        if not (a.sign and b.sign) or i == tries:
             return a, b, False
         h *= 2
         if a.sign > 0:  # both positive: the root is lower

@@ -15,16 +15,19 @@ import pytest
 
 import rmt
 import rmt.dmft_threshold as dt
+from rmt.dmft import CURVE_SMOOTHING, smoothed_curve
 from rmt.dmft_threshold import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
 #: the replicas' offsets of a planted margin: the same at every delta (common draws)
-OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002])
+OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002,
+                    -0.003, 0.002, 0.0, 0.001, -0.004, 0.003, -0.001, 0.002])  # fmt: skip
 
 
-def _planted(fail_below=None, calls=None):
+def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000):
     """A :func:`dmft_margin` whose replica ``r`` has the margin ``SLOPE (delta - ROOT) +
-    OFFSETS[r]``, failing (no plateau) below ``fail_below``."""
+    OFFSETS[r]``, failing (no plateau) below ``fail_below``; evaluations with fewer than
+    ``full`` draws (the pilot's) have their root moved by ``pilot_shift``."""
 
     def fake(model, net, delta, *, replicas, n_samples, rng, **kwargs):
         if calls is not None:
@@ -34,7 +37,8 @@ def _planted(fail_below=None, calls=None):
             return DMFTEvaluation(
                 delta, None, nan, nan, np.nan, np.nan, (), False, "no plateau within 1200 steps"
             )
-        g = SLOPE * (delta - ROOT) + OFFSETS[:replicas]
+        root = ROOT + (pilot_shift if n_samples < full else 0.0)
+        g = SLOPE * (delta - root) + OFFSETS[:replicas]
         loo = np.array([np.delete(g, i).mean() for i in range(replicas)])
         se = float(np.sqrt((replicas - 1) / replicas * np.sum((loo - loo.mean()) ** 2)))
         return DMFTEvaluation(delta, 100, g, loo, float(g.mean()), se, (), True, "ok")
@@ -54,10 +58,42 @@ def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(m
     want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
     np.testing.assert_allclose(out.value, want, rtol=1e-10)
     np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
-    assert out.lo < want < out.hi and out.hi / out.lo <= 1.11
-    # the pilot walks with a quarter of the draws; only the two straddling points use them all
-    assert {n for _, n in calls} == {1000, 4000} and len(out.evaluations) == 2
+    assert out.lo <= want <= out.hi and out.hi / out.lo <= 1.11
+    # the pilot walks with a quarter of the draws; one evaluation at its root uses them all
+    assert {n for _, n in calls} == {1000, 4000} and len(out.evaluations) == 1
     assert set(out.pilot_evaluations) == {x for x, n in calls if n == 1000}
+    assert "Newton step" in out.message
+
+
+def test_a_pilot_that_misses_the_root_is_corrected_with_full_evaluations(monkeypatch):
+    """The pilot's margin has its root 0.4 too high: the Newton step from its root leaves the
+    pilot's bracket, so full evaluations straddle the root and the value is interpolated
+    between them: the root of the full margin and its jackknife error, exactly."""
+    calls = []
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, pilot_shift=0.4))
+    out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
+    assert out.converged, out.message
+    want = ROOT - OFFSETS.mean() / SLOPE
+    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
+    np.testing.assert_allclose(out.value, want, rtol=1e-10)
+    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    assert "interpolated" in out.message and len(out.evaluations) >= 3
+    assert out.lo < want < out.hi
+
+
+def test_the_walk_keeps_its_direction_when_two_close_margins_are_noise():
+    """Two close points whose margins fall with ``delta`` (noise): the next point comes from
+    the secant through the farthest point, not a blind halving of ``delta``."""
+    nan = np.full(2, np.nan)
+
+    def ev(delta, margin):
+        return DMFTEvaluation(delta, 100, nan, nan, margin, 0.0, (), True, "ok")
+
+    evals = {4.0: ev(4.0, 0.03), 2.67: ev(2.67, 0.0011), 2.61: ev(2.61, 0.0020)}
+    nxt = dt._next_point(evals[2.61], evals[2.67], evals)
+    slope = (0.03 - 0.0020) / (4.0 - 2.61)
+    root = 2.61 - 0.0020 / slope
+    assert nxt == pytest.approx(root - 0.1 * (2.61 - root), rel=1e-12)
 
 
 def test_a_failed_evaluation_does_not_end_the_search(monkeypatch):
@@ -116,13 +152,13 @@ def test_replicas_share_one_plateau_and_report_the_error_of_their_curves():
                              rng=5, stop_at_plateau=True)  # fmt: skip
     assert reps.converged and reps.plateau is not None
     steps = {r.steps for r in reps.results}
-    assert steps == {reps.plateau + 51}
+    assert steps == {reps.plateau + 51 + CURVE_SMOOTHING}
     stack = np.stack([r.train_loss for r in reps.results])
     np.testing.assert_allclose(reps.mean("train_loss"), stack.mean(axis=0), rtol=1e-14)
     np.testing.assert_allclose(reps.stderr("train_loss"), stack.std(axis=0, ddof=1) / np.sqrt(3))
-    phases = rmt.segment_phases(
-        reps.mean("train_loss"), reps.mean("grad_norm"), reps.mean("overlap"), escape_overlap=0.5
-    )
+    # the rule read the moving averages of the mean curves
+    smooth = [smoothed_curve(reps.mean(k)) for k in ("train_loss", "grad_norm", "overlap")]
+    phases = rmt.segment_phases(*smooth, escape_overlap=0.5)
     assert phases.plateau_step == reps.plateau
     with pytest.raises(ValueError, match="name must be one of"):
         reps.mean("loss")
@@ -130,14 +166,16 @@ def test_replicas_share_one_plateau_and_report_the_error_of_their_curves():
 
 def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
     """:func:`rmt.dmft_margin` at ``delta = 4`` (far above ``delta_NN``): a negative
-    ``Theta*`` outlier in every replica, all at the shared plateau, a mean margin many
+    ``Theta*`` outlier in every replica, all at the shared plateau's vertex, a mean margin many
     standard errors above 0, and a jackknife error within a factor 3 of the replicas' plain
-    ``std / sqrt(R)`` (they differ by the plateau found again without each replica)."""
+    ``std / sqrt(R)`` (they differ by the vertex found again without each replica)."""
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
     ev = rmt.dmft_margin(model, net, 4.0, replicas=4, n_samples=800)
     assert ev.converged, ev.message
-    assert all(h.t1 == ev.t1 and h.negative for h in ev.hessians)
+    # one step for all: the nearest to the vertex, which lies within the window around t1
+    assert all(h.negative for h in ev.hessians) and len({h.t1 for h in ev.hessians}) == 1
+    assert abs(ev.hessians[0].t1 - ev.vertex) <= 0.5 and abs(ev.vertex - ev.t1) <= 20
     plain = ev.margins.std(ddof=1) / 2
     assert ev.margin > 5 * ev.margin_se
     assert plain / 3 <= ev.margin_se <= 3 * plain

@@ -24,9 +24,12 @@ result does not depend on the number of threads.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
+from .elementwise import activation, loss
 from .simd import dot_rows
 
 #: draws per chunk of the generic kernel: the innermost loop (two ``<4 x double>`` on AVX2)
@@ -173,3 +176,74 @@ def response_kernel(m: int):
     """The response-row kernel for width ``m``: the ``dot_rows`` kernels for ``m <= 4``, else
     the generic :func:`response_row`."""
     return RESPONSE_ROWS.get(m, response_row)
+
+
+#: draws per chunk of :func:`forward_process` (the innermost loop of its memory term)
+NB_FORWARD = 8
+
+
+@njit(cache=True, parallel=True, fastmath={"contract"})
+def forward_process(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
+    """Fresh draws of the per-sample process (D1) at given kernels, forward in time.
+
+    For each draw ``i`` and step ``s = 0 .. T-1``:
+
+        u^s = M(s) z_i + xi_i^s - c sum_{p<s} R_w(s, p) psi^p,    psi^s = l'(y_i, a^T sigma(u^s)) a * sigma'(u^s),
+
+    and ``out[slot[s], i] = u^s`` for the steps with ``slot[s] >= 0``.
+
+    Parameters
+    ----------
+    act, loss_code, huber_delta
+        The activation and loss codes of :mod:`rmt.kernels.elementwise`, Huber's threshold.
+    a : (m,) output weights.
+    Rw : (T m, T m) the flat ``R_w``: ``R_w(s, p)_{jl} = Rw[s m + j, p m + l]``.
+    M : (T, m, k) the overlaps ``M(s)``.
+    Z, Y : (n, k) and (n,) the draws of ``(z, y)``.
+    X : (n, T m) the cavity field ``xi^s`` of each draw in columns ``s m .. s m + m - 1``.
+    c : float, ``lr / delta``.
+    widths : (T, m) the smoothing widths of a smoothed ReLU (``act`` 5), 0 for the plain
+        activation.
+    slot : (T,) int, the row of ``out`` for each step, or -1.
+    out : (n_slots, n, m), written.
+    """
+    n, k = Z.shape
+    m = a.shape[0]
+    T = X.shape[1] // m
+    n_chunks = (n + NB_FORWARD - 1) // NB_FORWARD
+    for ch in prange(n_chunks):
+        n0 = ch * NB_FORWARD
+        nb = min(NB_FORWARD, n - n0)
+        psi = np.zeros((T, m, NB_FORWARD))
+        u = np.zeros((m, NB_FORWARD))
+        for s in range(T):
+            for j in range(m):
+                for b in range(NB_FORWARD):
+                    u[j, b] = 0.0
+                for p in range(s):
+                    for q in range(m):
+                        r = Rw[s * m + j, p * m + q]
+                        for b in range(NB_FORWARD):
+                            u[j, b] += r * psi[p, q, b]
+            for b in range(nb):
+                i = n0 + b
+                f = 0.0
+                for j in range(m):
+                    v = X[i, s * m + j] - c * u[j, b]
+                    for e in range(k):
+                        v += M[s, j, e] * Z[i, e]
+                    u[j, b] = v
+                    if act == 5 and widths[s, j] > 0.0:
+                        w = widths[s, j]
+                        sj = w * (max(v / w, 0.0) + math.log1p(math.exp(-abs(v / w))))
+                        dsj = 0.5 * (1.0 + math.tanh(0.5 * v / w))
+                    else:
+                        sj, dsj, _ = activation(act, v)
+                    f += a[j] * sj
+                    psi[s, j, b] = a[j] * dsj
+                _, dl, _ = loss(loss_code, Y[i], f, huber_delta)
+                for j in range(m):
+                    psi[s, j, b] *= dl
+                if slot[s] >= 0:
+                    for j in range(m):
+                        out[slot[s], i, j] = u[j, b]
