@@ -8,6 +8,7 @@ table excepted).
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 import time
@@ -23,6 +24,7 @@ from .output import (
     write_manifest,
     write_table,
 )
+from .tables import read_table
 
 #: most panels of ``rmt spectrum`` (one per delta)
 MAX_PANELS = 6
@@ -154,9 +156,18 @@ def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
     from .plotting import spectra_figure, sweep_figure
 
     out = _prepare_out(out)
+    t0 = time.perf_counter()
     _stage(quiet, f"the {config.point} point")
     point = prepare_point(config)
     _stage(quiet, f"{len(config.deltas)} delta x {len(config.seeds)} seed(s) at d = {config.d}")
+    grid = {(float(x), int(s)) for x in config.deltas for s in config.seeds}
+    have = {(float(r["delta"]), int(r["seed"])) for r in read_table(out / "sweep.csv")} & grid
+    if have:
+        _stage(
+            quiet,
+            f"resuming: {len(have)} of {len(grid)} points already in {out / 'sweep.csv'}, "
+            f"{len(grid) - len(have)} to run",
+        )
     rows = run_sweep(config, out=out, progress=progress, point=point)
     _stage(quiet, "theory curve, thresholds and full spectra")
     theory = sweep_theory(config, point)
@@ -171,6 +182,7 @@ def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
     _say(format_sweep_table(rows))
     bottom = [r for r in rows if r["index"] == 0]
     errs = [abs(r["eigenvalue"] - r["theory_bottom"]) for r in bottom]
+    _complete_manifest(out, time.perf_counter() - t0)
     files = sorted(p.name for p in out.iterdir())
     _wrote("sweep", f"{len(bottom)} points", files, out)
     return {
@@ -181,6 +193,22 @@ def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
         "max_abs_plugin_error": max(abs(r["plugin_error"]) for r in bottom) if bottom else None,
         "files": files,
     }
+
+
+def _complete_manifest(out, wall) -> None:
+    """Bring ``out/manifest.json`` (written by the resumable run) up to the whole command:
+    every file in ``out`` and the command's wall time (the run's own time kept as
+    ``tasks_s``)."""
+    path = out / "manifest.json"
+    if not path.exists():
+        return
+    manifest = json.loads(path.read_text())
+    timings = manifest.get("timings", {})
+    timings["tasks_s"] = timings.get("wall_time_s")
+    timings["wall_time_s"] = wall
+    manifest["timings"] = timings
+    manifest["files"] = sorted(p.name for p in out.iterdir() if p.name != "manifest.json")
+    write_json(path, manifest)
 
 
 def cmd_train(config: RunConfig, out, progress=True, quiet=False) -> dict:
@@ -265,7 +293,10 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     if dmft is not None:
         summary["dmft"] = {f"{x:g}": _dmft_record(h) for x, h in sorted(dmft.items())}
     write_json(out / "learn.json", summary)
-    files = [*figs, "learn.json", *(f"d{d}/learn.csv" for d in rows_by_d)]
+    # every file written, the per-size tables of each d included
+    files = sorted(
+        str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"
+    )
     write_manifest(
         out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )

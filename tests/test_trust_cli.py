@@ -145,7 +145,12 @@ def test_json_alone_on_stdout_and_a_closing_summary_on_stderr(command, tmp_path,
     assert manifest["command"] == command and manifest["versions"]["rmt"] == rmt.__version__
     for name in manifest["files"]:
         assert (out / name).exists(), name
+    # the manifest lists every file the command wrote
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert set(manifest["files"]) == {f for f in written if not f.endswith("manifest.json")}
     assert "manifest.json" in last
+    if command == "sweep":  # the command's wall time, the tasks' own beside it
+        assert manifest["timings"]["wall_time_s"] >= manifest["timings"]["tasks_s"] > 0
 
 
 def test_threshold_table_prints_only_json_on_stdout(tmp_path, capsys, mp):
@@ -257,6 +262,17 @@ def test_bad_scheduler_address_one_line_and_no_manifest(tmp_path, capsys):
     line = _one_line_error(capsys.readouterr().err)
     assert "cannot reach the Dask scheduler at 'nope'" in line
     assert not (out / "manifest.json").exists() and not (out / "sweep.csv").exists()
+    assert not (out / "columns.json").exists()
+
+
+def test_a_resumed_sweep_says_so(tmp_path, capsys):
+    """A second run into the same folder names the points it finds and those left to run."""
+    out = tmp_path / "o"
+    assert main(["sweep", *SMALL, "--delta", "2", "--seeds", "1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["sweep", *SMALL, "--delta", "2,3", "--seeds", "1", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "resuming: 1 of 2 points already in" in err and "1 to run" in err
 
 
 # -- sweeps grow; sorted, documented tables ---------------------------------------------------

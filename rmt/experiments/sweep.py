@@ -184,6 +184,7 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=
         rows.extend(result)
         new.append(task)
         if table:
+            _write_column_docs(out)
             table.append(result)
 
     status = "interrupted"
@@ -206,13 +207,15 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=
             extra.update(points_done=len({(r["delta"], r["seed"]) for r in rows}))
             extra.update(point=None if point is None else to_jsonable(point.describe()))
             timings = {"wall_time_s": time.perf_counter() - started}
+            _write_column_docs(out)
             files = ["sweep.csv", "columns.json"]
             write_manifest(out, "sweep", config, config.seeds, timings, files, **extra)
     return sorted(rows, key=lambda r: (r["delta"], r["seed"], r["index"]))
 
 
 def _open_table(config, out):
-    """The resumable table in ``out``, with its column dictionary ``columns.json``.
+    """The resumable table in ``out`` (its column dictionary ``columns.json`` is written with
+    the first row, :func:`_write_column_docs`).
 
     A folder that holds a sweep of the same configuration grows: other deltas and seeds add
     points.  A sweep that differs in any other field that can change a result is refused, and
@@ -225,9 +228,15 @@ def _open_table(config, out):
     table = ResumableCSV(out / "sweep.csv", SWEEP_COLUMNS, SWEEP_KEY)
     if table.rows:
         check_resumable(out, config, "sweep", "a sweep")
-    if not (out / "columns.json").exists():
-        write_json(out / "columns.json", SWEEP_COLUMN_DOCS)
     return table
+
+
+def _write_column_docs(out) -> None:
+    """``out/columns.json``, the column dictionary of ``sweep.csv``, once the table has rows
+    (a run that never ran a point leaves the folder as it was)."""
+    path = pathlib.Path(out) / "columns.json"
+    if not path.exists():
+        write_json(path, SWEEP_COLUMN_DOCS)
 
 
 @dataclass
