@@ -10,12 +10,14 @@ The baseline, timed in the same run: one DMFT solve of the same draws (one repli
 ``delta = 4``, stopped at its plateau).  The search's time in units of that solve is its
 cost in solves, which is what the algorithm (not the machine) decides.
 
-Run: ``python benchmarks/bench_dmft_threshold.py [--seeds 0 1 2] [--replicas 8] [--draws 2500]``.
+Run: ``python benchmarks/bench_dmft_threshold.py [--seeds 0 1 2] [--replicas R] [--draws N]
+[--law-draws L]`` (defaults: those of ``rmt.dmft_delta_nn``).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import time
 
@@ -30,8 +32,9 @@ GOAL_SE, GOAL_S = 0.02, 60.0
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--replicas", type=int, default=8)
-    p.add_argument("--draws", type=int, default=2500)
+    p.add_argument("--replicas", type=int, default=None, help="default: rmt.dmft_delta_nn's")
+    p.add_argument("--draws", type=int, default=None, help="default: rmt.dmft_delta_nn's")
+    p.add_argument("--law-draws", type=int, default=None, help="default: rmt.dmft_delta_nn's")
     p.add_argument("--target", default="phase_retrieval")
     p.add_argument("--json", default=None, help="write the rows to this JSON file")
     return p.parse_args(argv)
@@ -52,12 +55,20 @@ def main(argv=None):
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
     info = cpu_info()
     print(f"CPU: {info['model']}, {info['simd']}")
-    unit = baseline_solve(model, net, args.draws)
-    print(f"baseline: one solve of {args.draws} draws at delta = 4: {unit:.2f} s")
+    defaults = inspect.signature(rmt.dmft_delta_nn).parameters
+    opts = {
+        name: defaults[name].default if value is None else value
+        for name, value in (
+            ("replicas", args.replicas), ("n_samples", args.draws), ("law_draws", args.law_draws)
+        )
+    }  # fmt: skip
+    print(f"settings: {opts}")
+    unit = baseline_solve(model, net, opts["n_samples"])
+    print(f"baseline: one solve of {opts['n_samples']} draws at delta = 4: {unit:.2f} s")
     rows = []
     for seed in args.seeds:
         t0 = time.perf_counter()
-        res = rmt.dmft_delta_nn(model, net, replicas=args.replicas, n_samples=args.draws, rng=seed)
+        res = rmt.dmft_delta_nn(model, net, rng=seed, **opts)
         wall = time.perf_counter() - t0
         row = {
             "seed": seed,
@@ -93,7 +104,9 @@ def main(argv=None):
         )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": info, "baseline_s": unit, "rows": rows}, f, indent=1)
+            json.dump(
+                {"cpu": info, "settings": opts, "baseline_s": unit, "rows": rows}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

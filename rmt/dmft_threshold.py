@@ -476,8 +476,8 @@ def dmft_delta_nn(
     start=4.0,
     rtol=0.1,
     max_evals=12,
-    replicas=16,
-    n_samples=1250,
+    replicas=8,
+    n_samples=2500,
     pilot=4,
     law_draws=LAW_DRAWS,
     rng=0,
@@ -623,7 +623,8 @@ def _newton(search, neg, pos):
     """One evaluation at the root of the line through the pilot's ends ``neg`` and ``pos``,
     ``r0``, and a Newton step from it with the pilot's slope: ``r0 - g(r0) / s``.
 
-    The jackknife values are ``r0 - g_{-r}(r0) / s_{-r}``, with ``s_{-r}`` the slope of the
+    The jackknife values are ``r0 - g_{-r}(r0) / s_{-r}`` to first order in the leave-one-out
+    changes, ``r0 - g_{-r} / s + g (s_{-r} - s) / s^2``, with ``s_{-r}`` the slope of the
     pilot's leave-one-out margins: replica ``r`` of the pilot and of the full evaluation
     share a seed, so they leave together.  Returns ``((value, se, lo, hi, r0), value)``, with
     ``[lo, hi]`` spanning ``r0``, the pilot's end of the other sign and the value; or
@@ -642,7 +643,9 @@ def _newton(search, neg, pos):
         return None, float(value)
     other = pos.delta if ev.sign < 0 else neg.delta
     a, b = min(r0, other, value), max(r0, other, value)
-    loo = r0 - ev.loo_margins / slopes
+    # the jackknife values, linear in the leave-one-out margin and slope: dividing by each
+    # leave-one-out slope would let one noisy slope of the pilot dominate the error
+    loo = r0 - ev.loo_margins / slope + ev.margin * (slopes - slope) / slope**2
     return (float(value), _jackknife_se(loo), a, b, r0), float(value)
 
 

@@ -20,8 +20,7 @@ from rmt.dmft_threshold import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
 #: the replicas' offsets of a planted margin: the same at every delta (common draws)
-OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002,
-                    -0.003, 0.002, 0.0, 0.001, -0.004, 0.003, -0.001, 0.002])  # fmt: skip
+OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002])
 
 
 def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000):
