@@ -207,8 +207,15 @@ def _complete_manifest(out, wall) -> None:
     timings["tasks_s"] = timings.get("wall_time_s")
     timings["wall_time_s"] = wall
     manifest["timings"] = timings
-    manifest["files"] = sorted(p.name for p in out.iterdir() if p.name != "manifest.json")
+    manifest["files"] = _written_files(out)
     write_json(path, manifest)
+
+
+def _written_files(out) -> list:
+    """Every file under ``out`` but the manifest, as sorted paths relative to ``out``."""
+    return sorted(
+        str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"
+    )
 
 
 def cmd_train(config: RunConfig, out, progress=True, quiet=False) -> dict:
@@ -293,10 +300,7 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     if dmft is not None:
         summary["dmft"] = {f"{x:g}": _dmft_record(h) for x, h in sorted(dmft.items())}
     write_json(out / "learn.json", summary)
-    # every file written, the per-size tables of each d included
-    files = sorted(
-        str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"
-    )
+    files = _written_files(out)  # the per-size tables of each d included
     write_manifest(
         out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )

@@ -123,8 +123,9 @@ def dmft_gd(
     With ``stop_at_plateau`` the solve stops once the plateau rule (``segment``, an
     :class:`rmt.PlateauRule`, default ``PlateauRule()``; online, as in
     :func:`rmt.gradient_descent`, on the curves smoothed as in :func:`plateau_of_curves`)
-    confirms a plateau ``window + CURVE_SMOOTHING`` steps after it; ``steps`` is then a maximum, and the result holds the steps done.  The equations are causal, so those
-    steps are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
+    confirms a plateau ``window + CURVE_SMOOTHING`` steps after it; ``steps`` is then a
+    maximum, and the result holds the steps done.  The equations are causal, so those steps
+    are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
     solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/dmft.md
     8.11: bias ``O(h^2)``, Monte Carlo variance ``O(1 / (N h))``); other activations ignore it.
     Returns :class:`DMFTResult`.
@@ -416,16 +417,15 @@ def _draws(prob, n_test, rng) -> dict:
 
 def _smoothed_relu(U, h, widths=None):
     """``(sigma, sigma', sigma'')`` of ``w softplus(u / w)``, ``w = h sd(u)`` per column of
-    ``U`` over the draws (docs/dmft.md 8.11), or ``w = widths`` when given; a column without
-    spread (width 0) keeps the exact ReLU."""
-    sd = U.std(axis=0) if widths is None else np.asarray(widths, dtype=np.float64)
-    h = 1.0 if widths is not None else h
-    w = np.where(sd > 0, h * sd, 1.0)
+    ``U`` over the draws (docs/dmft.md 8.11), or ``w = widths`` when given; a column of width
+    0 (no spread) keeps the exact ReLU."""
+    widths = h * U.std(axis=0) if widths is None else np.asarray(widths, dtype=np.float64)
+    w = np.where(widths > 0, widths, 1.0)
     x = U / w
     s = w * np.logaddexp(0.0, x)
     ds = 0.5 * (1.0 + np.tanh(0.5 * x))
     d2s = ds * (1.0 - ds) / w
-    flat = sd == 0
+    flat = widths == 0
     if np.any(flat):
         s[:, flat] = np.maximum(U[:, flat], 0.0)
         ds[:, flat] = (U[:, flat] > 0).astype(float)
@@ -433,13 +433,14 @@ def _smoothed_relu(U, h, widths=None):
     return s, ds, d2s
 
 
-def _psi(net, U, y, relu_smoothing=None):
+def _psi(net, U, y, relu_smoothing=None, widths=None):
     """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
 
-    With ``relu_smoothing`` ``h`` a ReLU network uses the smoothed activation of
-    :func:`_smoothed_relu` at these draws (docs/dmft.md 8.11)."""
-    if relu_smoothing is not None and getattr(net, "activation", None) == "relu":
-        s, ds, d2s = _smoothed_relu(U, relu_smoothing)
+    With ``relu_smoothing`` ``h`` (or given ``widths``) a ReLU network uses the smoothed
+    activation of :func:`_smoothed_relu` at these draws (docs/dmft.md 8.11)."""
+    smoothed = relu_smoothing is not None or widths is not None
+    if smoothed and getattr(net, "activation", None) == "relu":
+        s, ds, d2s = _smoothed_relu(U, relu_smoothing, widths)
     else:
         s, ds, d2s = net.sigma(U)
     a = np.asarray(net.a, dtype=np.float64)
@@ -966,12 +967,7 @@ def _forward_numpy(net, Rw, M, z, y, X, c, widths, slot, out) -> None:
     for s in range(T):
         a = s * m
         U = z @ M[s].T + X[:, a : a + m] - c * (P[:, :a] @ Rw[a : a + m, :a].T)
-        if np.any(widths[s] > 0):
-            s_, ds, _ = _smoothed_relu(U, None, widths[s])
-            _, dl, _ = net.loss_derivatives(y, s_ @ np.asarray(net.a, float))
-            P[:, a : a + m] = dl[:, None] * ds * np.asarray(net.a, float)
-        else:
-            P[:, a : a + m] = _psi(net, U, y)[1]
+        P[:, a : a + m] = _psi(net, U, y, widths=widths[s])[1]
         if slot[s] >= 0:
             out[slot[s]] = U
 
@@ -1041,11 +1037,13 @@ def dmft_hessian(
     :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
     gradient norm and overlap (smoothed, :func:`plateau_of_curves`), and evaluates sections
     3-4 on :func:`dmft_law` at ``t1``.  The solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`),
-    so ``steps`` must cover ``t1 + window + CURVE_SMOOTHING`` but not much more (``progress=True``: a bar over the solve's steps).
+    so ``steps`` must cover ``t1 + window + CURVE_SMOOTHING`` but not much more
+    (``progress=True``: a bar over the solve's steps).
     With ``stop_at_plateau`` the solve stops once the plateau is confirmed (the same ``t1``;
     ``steps`` is then a maximum, and the curves of ``result`` end ``window +
-    CURVE_SMOOTHING`` steps after ``t1``).  A solve that fails, or a plateau not detected within ``steps``, is returned with
-    ``converged=False`` and the reason in ``message``, never as a number.
+    CURVE_SMOOTHING`` steps after ``t1``).  A solve that fails, or a plateau not detected
+    within ``steps``, is returned with ``converged=False`` and the reason in ``message``,
+    never as a number.
     """
     from .descent import PlateauRule
 

@@ -45,6 +45,17 @@ def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000):
     return fake
 
 
+def _assert_the_planted_root(out):
+    """``out`` holds the root of the mean planted margin and its jackknife error, exactly:
+    ``ROOT - mean(e) / SLOPE`` and ``std(e) / (SLOPE sqrt(R))``; returns the root."""
+    assert out.converged, out.message
+    want = ROOT - OFFSETS.mean() / SLOPE
+    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
+    np.testing.assert_allclose(out.value, want, rtol=1e-10)
+    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    return want
+
+
 def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(monkeypatch):
     """A margin linear in ``delta`` with replica offsets ``e_r``: the root of the mean margin
     is ``ROOT - mean(e) / SLOPE`` and the jackknife error of the root is that of a mean,
@@ -52,11 +63,7 @@ def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(m
     calls = []
     monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls))
     out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
-    assert out.converged, out.message
-    want = ROOT - OFFSETS.mean() / SLOPE
-    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
-    np.testing.assert_allclose(out.value, want, rtol=1e-10)
-    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    want = _assert_the_planted_root(out)
     assert out.lo <= want <= out.hi and out.hi / out.lo <= 1.11
     # the pilot walks with a quarter of the draws; one evaluation at its root uses them all
     assert {n for _, n in calls} == {1000, 4000} and len(out.evaluations) == 1
@@ -71,11 +78,7 @@ def test_a_pilot_that_misses_the_root_is_corrected_with_full_evaluations(monkeyp
     calls = []
     monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, pilot_shift=0.4))
     out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
-    assert out.converged, out.message
-    want = ROOT - OFFSETS.mean() / SLOPE
-    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
-    np.testing.assert_allclose(out.value, want, rtol=1e-10)
-    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    want = _assert_the_planted_root(out)
     assert "interpolated" in out.message and len(out.evaluations) >= 3
     assert out.lo < want < out.hi
 

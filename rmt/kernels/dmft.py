@@ -188,7 +188,8 @@ def forward_process(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, s
 
     For each draw ``i`` and step ``s = 0 .. T-1``:
 
-        u^s = M(s) z_i + xi_i^s - c sum_{p<s} R_w(s, p) psi^p,    psi^s = l'(y_i, a^T sigma(u^s)) a * sigma'(u^s),
+        u^s = M(s) z_i + xi_i^s - c sum_{p<s} R_w(s, p) psi^p,
+        psi^s = l'(y_i, a^T sigma(u^s)) a * sigma'(u^s),
 
     and ``out[slot[s], i] = u^s`` for the steps with ``slot[s] >= 0``.
 
