@@ -2,8 +2,8 @@
 
 References: the activation kernels themselves (the inverse is a round trip), the grid search
 with Illinois steps (``rmt.freeprob.nodes.kink_roots``, checked against brentq in
-``test_trust_quadrature.py``) on the network's kink functions, and the aligned law built with
-that search in place of the closed form.
+``test_freeprob_quadrature.py``) on the network's kink functions, and the aligned law built
+with that search in place of the closed form.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Figures a researcher would put in a talk (issue 14): legends cover no data, titles are not
-clipped, plain words, and the threshold chart draws only transitions as bars.
+"""Figures of ``rmt.plotting`` a researcher would put in a talk: legends cover no data, titles
+are not clipped, plain words, and the threshold chart draws only transitions as bars.
 
 The references are the rendered figure itself: every plotted point, line segment (sampled
 along its length), bar and text of every Axes, in display coordinates after a draw, against

@@ -1,5 +1,6 @@
-"""Issue 14, item 6: a solver failure is never reported as an answer, and the fold search
-converges for phase retrieval with softplus/Huber at m = 3 (docs/theory.md sections 3, 6.6)."""
+"""``rmt.population_threshold`` and the threshold table: a solver failure is never reported as
+an answer, and the fold search converges for phase retrieval with softplus/Huber at m = 3
+(docs/theory.md sections 3, 6.6)."""
 
 import numpy as np
 import pytest

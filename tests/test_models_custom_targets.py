@@ -1,4 +1,4 @@
-"""Custom (callable) targets through the whole engine (issue 14, "Custom targets").
+"""Custom (callable) targets of ``rmt.MultiIndexModel`` through the whole engine.
 
 References: registry targets the callables reimplement, closed forms of ``delta_alg``
 (``1/2`` for ``y = z^2``, ``k/2`` for ``|z|^2/k``), adaptive quadrature (scipy ``quad``) for a

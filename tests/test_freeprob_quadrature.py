@@ -1,5 +1,6 @@
-"""Issue 14, theory items 2-4: label noise with Huber, an unbounded band the rays missed, pole
-edges, and the real accuracy of the nested rule.
+"""The quadrature of the free-probability laws (``rmt.freeprob.nodes``, ``rmt.freeprob.law``):
+label noise with Huber, an unbounded band the rays missed, pole edges, and the real accuracy of
+the nested rule.
 
 The references integrate the Huber curvature of phase retrieval in closed form along one
 Gaussian coordinate (``z`` or the noise ``eps``) and by ``scipy.integrate.quad`` along the
@@ -112,7 +113,7 @@ def law_moment(law, p=0):
     return float(law.expect(law.zhat[:, 0] ** (2 * p) * law.D[:, 0, 0]))
 
 
-# -- item 2: label noise with a Huber loss ----------------------------------------------------
+# -- label noise with a Huber loss ------------------------------------------------------------
 @pytest.mark.parametrize("Q", [1.0, 2.0])
 def test_noisy_huber_law_matches_closed_form_in_the_noise(Q):
     """The nested rule gave E[D] = 0.016 against 0.056 at Q = 2: now Monte Carlo, in its error."""
@@ -131,7 +132,7 @@ def test_nested_nodes_refuse_label_noise():
         rmt.SpikeLaw.from_network(model, net, np.array([[1.0]]), nodes="nested")
 
 
-# -- item 4: the real accuracy of the nested rule ----------------------------------------------
+# -- the real accuracy of the nested rule ------------------------------------------------------
 # documented in SpikeLaw.from_network and docs/theory.md section 3.9 (measured worst cases)
 NESTED_ACCURACY = {"softplus": 6e-3, "tanh": 2e-5}
 
@@ -344,7 +345,7 @@ def test_a_fold_skips_the_nested_law_that_the_check_rejects():
     assert np.max(gap) > 3.0 * law.stderr  # stderr: the largest over the entries of E[D]
 
 
-# -- item 3: an unbounded band that fixed rays miss; no edge read off the largest node -------
+# -- an unbounded band that fixed rays miss; no edge read off the largest node ---------------
 def test_pole_of_a_node_that_attains_sup_D_is_the_edge():
     """A tail node of weight ~phi(10) attaining max D: its pole is the edge (kind "pole"), to
     about sqrt(weight), against a dense simulation's top eigenvalue."""

@@ -1,4 +1,4 @@
-"""Issue 14, "the command line keeps its promises": JSON-only stdout, one-line failures that
+"""The command line (``rmt.cli``) keeps its promises: JSON-only stdout, one-line failures that
 leave nothing half-written, Ctrl-C that keeps the resumable rows, progress only on a terminal,
 discoverable options, sweeps that grow, sorted and documented tables, sparse eigen input."""
 
