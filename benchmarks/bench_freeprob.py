@@ -7,10 +7,11 @@ For m <= 4 and K <= 3 with tensor Gauss-Hermite laws, times
 and prints their ratio measured side by side, together with the values both give, and the time of
 delta_alg.  The machine is shared: the load average is printed next to the timings.
 
-The goals of issue 15 get one line each (``GOAL`` lines), on the laws a sweep point really uses
-(``SpikeLaw.from_network`` with ``nodes="auto"`` at the ``rmt sweep`` defaults: softplus, Huber
-threshold 1: an aligned law for m = 1 (docs/theory.md 3.9), randomised QMC laws of 32k nodes
-for m = 2, 3, 4 (for m = 2 a fold skips the nested law), the law construction counted:
+The speed goals of the theory get one line each (``GOAL`` lines), on the laws a sweep point
+really uses (``SpikeLaw.from_network`` with ``nodes="auto"`` at the ``rmt sweep`` defaults:
+softplus, Huber threshold 1: an aligned law for m = 1 (docs/theory.md 3.9), randomised QMC laws
+of 32k nodes for m = 2, 3, 4 (for m = 2 a fold skips the nested law), the law construction
+counted:
   - theory (law + bulk_edges + outliers) against the dense simulation at d = 1000, m <= 4;
   - bulk_density on 201 points, m = 1, 2 and 3 laws, in seconds;
   - outliers, m = 3 law, per side, in seconds.
@@ -73,7 +74,7 @@ def configs():
     ]
 
 
-#: the goals of issue 15 (theory speed)
+#: the speed goals of the theory
 GOAL_RATIO, GOAL_DENSITY_NESTED, GOAL_DENSITY_MC, GOAL_OUTLIERS = 100.0, 2.0, 10.0, 0.5
 
 

@@ -1,4 +1,4 @@
-"""How fast is the fused Hessian-vector product? (issue 2, "Speed")
+"""How fast is the fused Hessian-vector product?
 
 Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
 
@@ -15,15 +15,15 @@ Prints, measured side by side in one run (round-robin timing, see ``_util.py``):
 * compile time, separately: first call in a fresh process with an empty Numba cache, first call
   in a fresh process that loads the cache, and a later call;
 * the other processes' CPU load during the measurement (rerun while it is high);
-* float32 storage of ``X`` (issue 15): the operator on the same draw with ``X`` stored as
+* float32 storage of ``X``: the operator on the same draw with ``X`` stored as
   float32 against float64, single product, blocks of 2 and of 8, timed side by side in runs of
   ``--run`` consecutive calls (as a solver makes them), with the memory of ``X`` and the CPU
   model and SIMD width (goal: single product <= 0.6x float64).
 
-* the SIMD paths (issue 15, ``--paths-only``): ``avx512``, ``avx2``, ``portable`` (and
-  ``before``, the pre-issue-15 dispatch without AVX-512) side by side, with the goals single
-  <= 1.3 pass, block 2 <= 1.25 single, block 8 >= 85% of the in-run DGEMM rate; under
-  ``benchmarks/emulate_avx2.py`` for AVX2 codegen on an AVX-512 machine.
+* the SIMD paths (``--paths-only``): ``avx512``, ``avx2``, ``portable`` (and ``before``, the
+  dispatch without AVX-512 that preceded the explicit-SIMD kernels) side by side, with the
+  goals single <= 1.3 pass, block 2 <= 1.25 single, block 8 >= 85% of the in-run DGEMM rate;
+  under ``benchmarks/emulate_avx2.py`` for AVX2 codegen on an AVX-512 machine.
 
 Run: ``python benchmarks/bench_hvp.py [--threads 2] [--json benchmarks/results/hvp.json]``;
 ``--float32-only`` runs the float32 section alone, ``--paths-only [--paths avx2,portable]``
@@ -82,7 +82,7 @@ def parse_args(argv=None):
         "--paths",
         default="",
         help="SIMD paths to compare (default: all runnable), "
-        "'before' for the pre-issue-15 dispatch without AVX-512 (hvp_m4 throughout)",
+        "'before' for the earlier dispatch without AVX-512 (hvp_m4 throughout)",
     )
     return p.parse_args(argv)
 
@@ -354,7 +354,7 @@ def runnable_paths() -> list[str]:
 def path_timings(args, rng):
     """Each SIMD path (``rmt.kernels.simd.TARGETS``) side by side in one run: single product,
     blocks of 2 and 8 through ``hvp_kernel(m, b*m, target)``, one pass over ``X`` and a DGEMM,
-    in runs of ``--run`` consecutive calls; prints the goals of issue 15 per path."""
+    in runs of ``--run`` consecutive calls; prints the speed goals per path."""
     from _util import LoadMeter
 
     H = make_hessian(args.n, args.d, args.m, rng)
@@ -364,7 +364,7 @@ def path_timings(args, rng):
     G = rng.standard_normal((GEMM_N, GEMM_N))
     funcs = {"pass": lambda: stream_pass(X), "dgemm": lambda: G @ G}
     kernels = {}
-    for p in paths:  # "before": the dispatch of a CPU without AVX-512 before issue 15
+    for p in paths:  # "before": the earlier dispatch of a CPU without AVX-512
         for b in (1, 2, 8):
             k = kernels[p, b] = (
                 UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p, d=d)
@@ -427,7 +427,7 @@ def path_timings(args, rng):
 
 
 def goal_needs(flops1, t_pass, t_single, gemm):
-    """The share of the in-run DGEMM rate (the FMA peak) that each product goal of issue 15
+    """The share of the in-run DGEMM rate (the FMA peak) that each product speed goal
     takes, from the goal's time allowance and the flops of one vector (``4 n d m``): the
     single product in 1.3 passes; a block of 2 in 1.25 of the measured single product, and in
     1.25 x 1.3 passes (both goals met at once); the block of 8 at 85%. Above 100%, no kernel

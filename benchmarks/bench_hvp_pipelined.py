@@ -1,4 +1,4 @@
-"""The single product of m = 4 with its two phases pipelined: prototypes by rows per step (issue 15).
+"""The single product of m = 4 with its two phases pipelined: prototypes by rows per step.
 
 ``hvp_m4`` (the unrolled kernel for one vector of m = 4) takes 8 rows per step through two sweeps
 over ``d``: the dots ``x_i . v_c`` (the rows stream from memory), then the updates

@@ -1,4 +1,4 @@
-"""How does rmt compare with the PyTorch tools people use for Hessians? (issues 2 and 3, peers)
+"""How does rmt compare with the PyTorch tools people use for Hessians?
 
 Needs the optional extra: ``pip install -e ".[peers]"`` (CPU torch 2.13.0, PyHessian,
 hessian-eigenthings, curvlinops).  Without torch it prints a message and exits 0; a missing

@@ -1,4 +1,4 @@
-"""Run a command with the ``portable`` path compiled for 128-bit vectors (issue 15: ARM NEON).
+"""Run a command with the ``portable`` path compiled for 128-bit vectors (ARM NEON).
 
 No ARM machine was available. NEON vectors are 128 bits wide (2 doubles), with FMA, and the
 ``portable`` path (plain Numba kernels, no x86 intrinsics) is what such a machine runs. This

@@ -1,4 +1,4 @@
-"""Run a command with Numba compiling for AVX2 (Haswell) on an AVX-512 machine (issue 15).
+"""Run a command with Numba compiling for AVX2 (Haswell) on an AVX-512 machine.
 
 ``NUMBA_CPU_NAME=haswell`` alone is not enough (Numba keeps the host's features), so this sets
 ``NUMBA_CPU_FEATURES`` to the host's feature list with every ``avx512*`` (and AMX) feature

@@ -1,4 +1,4 @@
-"""Issue 15 on ARM: the explicit-SIMD product kernels compiled for AArch64 (NEON), loops counted.
+"""The explicit-SIMD product kernels compiled for AArch64 (ARM NEON), loops counted.
 
 No ARM machine was available, so the NEON goals are argued from the kernels' arithmetic. The
 ``<4 x double>`` kernels of the ``avx2`` path (``rmt/kernels/simd.py``) are written in plain LLVM

@@ -14,7 +14,7 @@ from .models import TARGETS, Dataset, MultiIndexModel
 from .network import ACTIVATIONS, LOSSES, TwoLayerNet
 from .hessian import Hessian
 
-# -- extreme eigenpairs and spectral density (issue 3) --------------------------------------
+# -- extreme eigenpairs and spectral density ------------------------------------------------
 from .eigen import (
     EigResult,
     NoConvergenceError,
@@ -24,7 +24,7 @@ from .eigen import (
     spectral_density,
 )
 
-# -- free probability (issue 4) ---------------------------------------------------------------
+# -- free probability -------------------------------------------------------------------------
 from . import ensembles
 from .freeprob import (
     BBPThreshold,
@@ -45,7 +45,7 @@ from .freeprob import (
     stieltjes,
 )
 
-# -- points, thresholds and experiments (issue 5) ---------------------------------------------
+# -- points, thresholds and experiments -------------------------------------------------------
 from .points import (
     POINT_KINDS,
     EscapeTime,
@@ -89,6 +89,6 @@ from .transition_stats import (
 from .experiments.learning import learn_point, run_learn, trained_thresholds
 from .freeprob.plugin import cavity_self_term, plugin_law
 
-# -- scale-out (issue 6) -----------------------------------------------------------------------
+# -- scale-out ---------------------------------------------------------------------------------
 from .streaming import RowData, StreamingHessian
 from .distributed import DistributedHessian, TasksFailedError, run_tasks

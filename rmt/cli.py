@@ -2,10 +2,10 @@
 
 The ``rmt`` command line: each command calls the API and writes JSON/CSV/PNG to ``--out``.
 
-Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``bench``.  The options of the
-first four, and their defaults, are the fields of :class:`rmt.RunConfig` that name the command
-in their metadata.  Bad options give a one-line error and exit status 2, before anything is
-written.
+Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``learn``, ``bench``.  The options
+of the first five, and their defaults, are the fields of :class:`rmt.RunConfig` that name the
+command in their metadata.  Bad options give a one-line error and exit status 2, before anything
+is written.
 """
 
 from __future__ import annotations
@@ -24,6 +24,14 @@ from .config import RUN_COMMANDS, RunConfig
 from .threads import configure_threads
 
 COMMANDS = (*RUN_COMMANDS, "bench")
+#: what ``rmt --help`` opens with: the question the toolkit answers
+DESCRIPTION = (
+    "rmt answers when a two-layer network trained by gradient descent on n = delta*d Gaussian "
+    "samples learns a hidden low-dimensional feature: from the threshold delta_NN on, the Hessian "
+    "at the plateau of gradient descent has a negative outlier eigenvector carrying the feature. "
+    "It computes delta_NN, and the threshold delta_alg of spectral methods, by random-matrix "
+    "theory, by the dynamical mean-field theory of gradient descent and by simulation."
+)
 HELP = {
     "spectrum": "spectrum and theory for one configuration",
     "sweep": "theory against simulation on a grid of delta",
@@ -101,7 +109,7 @@ def add_config_options(parser, command) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="rmt", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(prog="rmt", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"rmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for command in RUN_COMMANDS:

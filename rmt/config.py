@@ -162,7 +162,7 @@ class RunConfig:
     table: bool = option(
         False,
         "also tabulate the thresholds over activations, losses and widths (with --point trained: "
-        "delta_NN and delta_GD by simulation over the configurations of issue 13)",
+        "delta_NN and delta_GD by simulation over a fixed list of targets, activations and widths)",
         ("threshold",),
         "search",
     )

@@ -1,5 +1,5 @@
-"""The economical continuation (issue 15: edges and outliers in fewer passes) against references
-that walk the real branch without its shortcuts.
+"""The economical continuation (edges and outliers in fewer passes) against references that
+walk the real branch without its shortcuts.
 
 - The edge: the extremum of ``zeta(tau)`` along the real branch, located by a walk of short
   steps each converged to ``NEWTON_TOL`` and a bounded scalar minimiser over the last bracket.

@@ -105,7 +105,7 @@ LARGE_CASES = [
 
 @pytest.mark.parametrize("activation, method", LARGE_CASES)
 def test_methods_agree_with_dense_eigh_on_hessian_3000(activation, method):
-    """The issue's size: m*d = 3000, both ends, against a full dense eigh."""
+    """A Hessian of m*d = 3000, both ends, against a full dense eigh."""
     H, values, vectors = _hessian_case(activation, 750)
     for which in ("smallest", "largest"):
         result = rmt.extreme_eigs(H, k=5, which=which, method=method, tol=TOL, rng=12)

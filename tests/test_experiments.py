@@ -97,7 +97,7 @@ def test_simulation_is_the_sample_the_weights_and_the_hessian():
 
 
 def test_sweep_on_a_local_cluster_equals_the_serial_sweep(tmp_path):
-    """Issue 6: each point is one Dask task; results are identical, seed for seed."""
+    """Each point is one Dask task; results are identical, seed for seed."""
     distributed = pytest.importorskip("distributed")
     cfg = rmt.RunConfig(**{**SMALL, "deltas": (2.0, 3.0)})
     serial = rmt.run_sweep(cfg, progress=False)

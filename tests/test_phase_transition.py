@@ -1,5 +1,5 @@
 """The phase transition at a population point, theory against simulation at d = 2000
-(issue 5, "Must show"; docs/theory.md sections 4 and 6)."""
+(docs/theory.md sections 4 and 6)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The fast paths of the theory (issue 15) against the paths they replace and closed forms.
+"""The fast paths of the theory against the paths they replace and closed forms.
 
 - ``MOMENTS_COMPLEX`` (split real/imaginary arithmetic) against the generic Numba loop and
   dense numpy solves, for complex ``G``;
