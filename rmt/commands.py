@@ -525,7 +525,7 @@ DMFT_MIN_DELTA = 0.5
 def _dmft_threshold(config: RunConfig, say) -> dict:
     """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[DMFT_MIN_DELTA,
     config.max_delta]``, as a dict."""
-    from .dmft_threshold import dmft_delta_nn
+    from .dmft_threshold import STDERR_RTOL, dmft_delta_nn
 
     def report(ev):
         if say:
@@ -542,7 +542,8 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
         say(
             f"rmt: delta_NN of the DMFT (d -> inf): the root in delta in [{lo:g}, {hi:g}] of "
             f"the learning margin at the plateau, {config.dmft_replicas} replicas of "
-            f"{config.dmft_samples} draws ..."
+            f"{config.dmft_samples} draws (more at the root until its standard error is at "
+            f"most {100 * STDERR_RTOL:g}% of it) ..."
         )
     res = dmft_delta_nn(
         config.model(), config.net(), lo, hi, progress=report,

@@ -201,6 +201,7 @@ def dmft_replicas(
     stop_at_plateau=False,
     segment=None,
     relu_smoothing=RELU_SMOOTHING,
+    first_replica=0,
 ) -> DMFTReplicas:
     """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
 
@@ -214,6 +215,9 @@ def dmft_replicas(
         The draws of each replica.
     rng : int
         Seed: replica ``r`` draws from the ``r``-th child of ``numpy.random.SeedSequence(rng)``.
+    first_replica : int
+        The index of the first replica: replicas ``first_replica .. first_replica + replicas
+        - 1`` are solved, so that a second call extends a first one with new draws.
     stop_at_plateau : bool
         Stop every replica ``window + CURVE_SMOOTHING`` steps after the plateau of the *mean*
         curves (:func:`plateau_of_curves`; ``segment``, an :class:`rmt.PlateauRule`), so that
@@ -235,7 +239,9 @@ def dmft_replicas(
     replicas = check_positive_int(replicas, "replicas", minimum=2)
     check_seed(rng)
     _check_memory(prob, replicas)
-    seeds = np.random.SeedSequence(int(rng)).spawn(replicas)
+    first = check_positive_int(first_replica, "first_replica", minimum=0)
+    # the children of SeedSequence(rng), as its spawn() makes them
+    seeds = [np.random.SeedSequence(int(rng), spawn_key=(first + r,)) for r in range(replicas)]
     draws = [_draws(prob, n_test, np.random.default_rng(sq)) for sq in seeds]
     rule = _plateau_rule(segment) if stop_at_plateau else None
     results, plateau = _solve_replicas(prob, draws, progress, rule)

@@ -6,9 +6,9 @@ reads at each replica's plateau the learning margin of :class:`rmt.DMFTHessian`:
 the Hessian at ``W1`` has a negative outlier along ``Theta*``.  The margin is continuous in
 ``delta``, so :func:`dmft_delta_nn` brackets its sign change with a pilot of fewer draws
 (a secant walk, then regula falsi), evaluates once with all the draws at the pilot's root and
-takes a Newton step with the pilot's slope.  The standard error is the jackknife over the
-replicas of that root: the Monte Carlo error of the draws, the only random part of the
-method.
+takes a Newton step in ``log delta`` with the pilot's slope, adding replicas there until the
+standard error meets its goal.  The standard error is the jackknife over the replicas of that
+root: the Monte Carlo error of the draws, the only random part of the method.
 """
 
 from __future__ import annotations
@@ -125,6 +125,16 @@ HESSIAN_NUMBERS = (
 )
 
 
+#: the look-back and look-ahead of :func:`dmft_margin`'s default plateau rule, in steps.  The
+#: rule reads the replicas' mean curves smoothed over ``2 CURVE_SMOOTHING + 1`` steps, far
+#: smoother than one gradient-descent run (for which ``PlateauRule().window`` is 50); the solves
+#: stop ``window + CURVE_SMOOTHING`` steps after the plateau, and the late steps are the dear
+#: ones (a step costs ``O(t^2)``).  At least ``VERTEX_WINDOW``: the vertex's parabola needs them
+PLATEAU_WINDOW = 25
+
+#: the default standard error goal of :func:`dmft_delta_nn`, relative to ``delta_NN``
+STDERR_RTOL = 0.0075
+
 #: the default draws of each replica's Hessian law (:func:`dmft_margin`, ``law_draws``)
 LAW_DRAWS = 20_000
 #: the second entry of the seed of those draws, ``[rng, LAW_STREAM, replica]``: a stream apart
@@ -168,6 +178,7 @@ def dmft_margin(
     progress=False,
     relu_smoothing=RELU_SMOOTHING,
     law_draws=LAW_DRAWS,
+    first_replica=0,
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
 
@@ -194,7 +205,7 @@ def dmft_margin(
     lr, init_scale, weight_decay
         As in :func:`rmt.gradient_descent`.
     rule : rmt.PlateauRule, optional
-        The plateau rule (default ``PlateauRule()``).
+        The plateau rule; default ``PlateauRule(window=PLATEAU_WINDOW)``.
     progress : bool
         A tqdm bar over the steps of each solve.
     relu_smoothing : float
@@ -203,6 +214,9 @@ def dmft_margin(
         Each replica's Hessian law at the plateau from this many fresh draws of the
         per-sample process at its solved kernels (:func:`rmt.dmft.resampled_laws`, seeded
         from ``rng`` and the replica); None: from the solve's own ``n_samples`` draws.
+    first_replica : int
+        The index of the first replica (its seeds): a call with ``first_replica = R``
+        extends one of ``R`` replicas with new, independent ones.
 
     Returns
     -------
@@ -218,12 +232,13 @@ def dmft_margin(
     delta = check_positive_float(delta, "delta")
     steps = check_positive_int(steps, "steps", minimum=2)
     max_steps = check_positive_int(max_steps, "max_steps", minimum=steps)
-    rule = PlateauRule() if rule is None else rule
+    rule = PlateauRule(window=PLATEAU_WINDOW) if rule is None else rule
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
     check_seed(rng)
     if law_draws is not None:
         law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
+    first = check_positive_int(first_replica, "first_replica", minimum=0)
 
     def failed(message, t1=None, hs=()):
         nan = np.full(replicas, np.nan)
@@ -234,6 +249,7 @@ def dmft_margin(
             model, net, delta, lr, steps, init_scale, replicas=replicas,
             weight_decay=weight_decay, n_samples=n_samples, n_test=N_TEST, rng=rng,
             progress=progress, stop_at_plateau=True, segment=rule, relu_smoothing=relu_smoothing,
+            first_replica=first,
         )  # fmt: skip
         if not reps.converged:
             return failed(
@@ -250,7 +266,7 @@ def dmft_margin(
     if law_draws is not None:
 
         def laws(i, result, times):
-            gen = np.random.default_rng([int(rng), LAW_STREAM, i])
+            gen = np.random.default_rng([int(rng), LAW_STREAM, first + i])
             return resampled_laws(
                 result, model, net, times, law_draws, gen, weight_decay, relu_smoothing
             )
@@ -324,8 +340,8 @@ class DMFTThreshold:
     ----------
     value : float
         The root of the mean learning margin (NaN when ``converged`` is False): a Newton step
-        from the full evaluation at the pilot's root, or interpolated linearly between two
-        full evaluations that straddle it (``message`` says which).
+        in ``log delta`` from the full evaluation at the pilot's root, or interpolated
+        linearly between two full evaluations that straddle it (``message`` says which).
     stderr : float
         Its Monte Carlo standard error: the jackknife over the replicas.
     lo, hi : float
@@ -340,7 +356,8 @@ class DMFTThreshold:
         Every ``delta`` evaluated with ``n_samples`` draws, mapped to its
         :class:`DMFTEvaluation` (failed ones included).
     replicas, n_samples : int
-        The replicas per ``delta`` and the draws of each.
+        The replicas of the final evaluation (more than those of the others after a
+        top-up; see ``stderr_rtol`` of :func:`dmft_delta_nn`) and the draws of each.
     pilot_evaluations : dict
         The evaluations of the pilot search (fewer draws), the same way.
     """
@@ -480,6 +497,8 @@ def dmft_delta_nn(
     n_samples=2500,
     pilot=4,
     law_draws=LAW_DRAWS,
+    stderr_rtol=STDERR_RTOL,
+    max_replicas=None,
     rng=0,
     progress=None,
     **kwargs,
@@ -512,6 +531,13 @@ def dmft_delta_nn(
         interpolated between them).  ``pilot=1``: every evaluation with ``n_samples`` draws.
     law_draws : int or None
         As in :func:`dmft_margin`: the fresh draws of each replica's Hessian law.
+    stderr_rtol : float or None
+        After the Newton step, further replicas (new seeds) are solved at its ``delta`` until
+        the standard error is at most ``stderr_rtol`` times the value, or ``max_replicas``
+        are used; None: no further replicas.  The error falls like ``R^{-1/2}``, so each
+        batch is sized by that law.
+    max_replicas : int, optional
+        The most replicas of that final evaluation (default ``4 * replicas``).
     progress : callable, optional
         Called with each :class:`DMFTEvaluation` as it is found.
     **kwargs
@@ -543,6 +569,11 @@ def dmft_delta_nn(
     pilot = check_positive_int(pilot, "pilot")
     if law_draws is not None:
         law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
+    if stderr_rtol is not None:
+        stderr_rtol = check_positive_float(stderr_rtol, "stderr_rtol")
+    max_replicas = check_positive_int(
+        4 * replicas if max_replicas is None else max_replicas, "max_replicas", minimum=replicas
+    )
     evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
@@ -566,7 +597,7 @@ def dmft_delta_nn(
         neg, pos, done = _refine(search, *ends, rtol)
         newton = None
         if done and pilot > 1:
-            newton, guess = _newton(full, neg, pos)
+            newton, guess = _newton(full, search.evals, neg, pos)
             if newton is None:  # the pilot missed the root: straddle it with full draws
                 guess_se = _interpolated_root(neg, pos)[1]
                 neg, pos, done = _straddle(full, min(max(guess, lo), hi), guess_se, lo, hi)
@@ -579,9 +610,19 @@ def dmft_delta_nn(
             f"the root near [{neg.delta:.4g}, {pos.delta:.4g}] was not bracketed: "
             f"{full.failures() or search.failures() or 'the margin kept its sign'}"
         )
+    used = replicas
     if newton is not None:
-        value, se, a, b, r0 = newton
-        how = f"a Newton step from delta = {r0:.4g} with the pilot's slope"
+
+        def more(delta, count, first):
+            return dmft_margin(
+                model, net, delta, replicas=count, n_samples=n_samples, rng=rng,
+                law_draws=law_draws, first_replica=first, **kwargs,
+            )  # fmt: skip
+
+        ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
+        full.evals[ev.delta], used = ev, ev.margins.size
+        how = f"a Newton step from delta = {newton[3]:.4g} with the pilot's slope, {used} replicas"
+        how += note
     else:
         value, se = _interpolated_root(neg, pos)
         a, b = sorted((neg.delta, pos.delta))
@@ -589,7 +630,7 @@ def dmft_delta_nn(
     return DMFTThreshold(
         value, se, a, b, True,
         f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})",
-        full.evals, replicas, n_samples, search.evals if pilot > 1 else {},
+        full.evals, used, n_samples, search.evals if pilot > 1 else {},
     )  # fmt: skip
 
 
@@ -614,39 +655,128 @@ def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs):
     return evaluate
 
 
-#: the largest Newton step from the pilot's root, relative to it, that :func:`_newton`
+#: the largest Newton step from the pilot's root, in ``log delta``, that :func:`_newton`
 #: takes; a larger one means the pilot missed the root, and full evaluations straddle it
 NEWTON_STEP = 0.05
 
+#: the pilot's evaluations within this factor of its root enter the slope of the margin in
+#: ``log delta`` (:func:`_pilot_slope`)
+SLOPE_SPAN = 2.0
 
-def _newton(search, neg, pos):
+
+def _pilot_slope(pilot, r0, neg, pos):
+    """The slope in ``log delta`` of the pilot's mean margin at its root ``r0``, and its
+    leave-one-out values: the least-squares line through every converged pilot evaluation
+    within a factor ``SLOPE_SPAN`` of ``r0`` (the bracket's ends ``neg`` and ``pos`` among
+    them).  Near a BBP point the margin is close to linear in ``log delta``; the far points
+    keep the slope from resting on two close, noisy ones."""
+    evs = {
+        e.delta: e
+        for e in pilot.values()
+        if e.sign and abs(np.log(e.delta / r0)) <= np.log(SLOPE_SPAN)
+    }
+    evs[neg.delta], evs[pos.delta] = neg, pos
+    evs = list(evs.values())
+    x = np.log([e.delta for e in evs]) - np.log(r0)
+    Y = np.array([np.concatenate([[e.margin], e.loo_margins]) for e in evs])
+    A = np.column_stack([np.ones_like(x), x])
+    coef = np.linalg.lstsq(A, Y, rcond=None)[0]
+    return float(coef[1, 0]), coef[1, 1:]
+
+
+def _newton(search, pilot, neg, pos):
     """One evaluation at the root of the line through the pilot's ends ``neg`` and ``pos``,
-    ``r0``, and a Newton step from it with the pilot's slope: ``r0 - g(r0) / s``.
+    ``r0``, and a Newton step from it in ``log delta`` with the pilot's slope ``s``
+    (:func:`_pilot_slope`): ``r0 exp(-g(r0) / s)``.
 
-    The jackknife values are ``r0 - g_{-r}(r0) / s_{-r}`` to first order in the leave-one-out
-    changes, ``r0 - g_{-r} / s + g (s_{-r} - s) / s^2``, with ``s_{-r}`` the slope of the
-    pilot's leave-one-out margins: replica ``r`` of the pilot and of the full evaluation
-    share a seed, so they leave together.  Returns ``((value, se, lo, hi, r0), value)``, with
-    ``[lo, hi]`` spanning ``r0``, the pilot's end of the other sign and the value; or
-    ``(None, guess)`` when the evaluation failed, a slope has the wrong sign, or the step
-    exceeds ``NEWTON_STEP`` of ``r0`` (the pilot missed the root), with ``guess`` the Newton
-    value (``r0`` when there is none)."""
+    Returns ``(ev, s, slopes, r0, other)`` (``other`` the pilot's end of the sign opposite
+    to ``ev``) or ``(None, guess)`` when the evaluation failed, a slope has the wrong sign,
+    or the step exceeds ``NEWTON_STEP`` (the pilot missed the root), with ``guess`` the
+    Newton value (``r0`` when there is none)."""
     r0, _ = _interpolated_root(neg, pos)
-    span = pos.delta - neg.delta
-    slope = (pos.margin - neg.margin) / span
-    slopes = (pos.loo_margins - neg.loo_margins) / span
+    slope, slopes = _pilot_slope(pilot, r0, neg, pos)
     ev = search(r0)
-    if not ev.sign or not np.all(slopes * slope > 0):
+    if not ev.sign or not (slope > 0 and np.all(slopes > 0)):
         return None, r0
-    value = r0 - ev.margin / slope
-    if not abs(value - r0) <= NEWTON_STEP * r0:
-        return None, float(value)
-    other = pos.delta if ev.sign < 0 else neg.delta
-    a, b = min(r0, other, value), max(r0, other, value)
-    # the jackknife values, linear in the leave-one-out margin and slope: dividing by each
-    # leave-one-out slope would let one noisy slope of the pilot dominate the error
-    loo = r0 - ev.loo_margins / slope + ev.margin * (slopes - slope) / slope**2
-    return (float(value), _jackknife_se(loo), a, b, r0), float(value)
+    if not abs(ev.margin / slope) <= NEWTON_STEP:
+        return None, float(r0 * np.exp(-ev.margin / slope))
+    return (ev, slope, slopes, r0, pos.delta if ev.sign < 0 else neg.delta), None
+
+
+def _newton_value(ev, slope, slopes, r0, other):
+    """The Newton value ``r0 exp(-g / s)`` of the evaluation ``ev`` at ``r0``, its jackknife
+    standard error and the interval spanning ``r0``, ``other`` and the value.
+
+    The jackknife values are ``r0 exp(-g_{-r} / s_{-r})`` to first order in the leave-one-out
+    changes, ``r0 exp(-g_{-r} / s + g (s_{-r} - s) / s^2)``, with ``s_{-r}`` the slope of the
+    pilot's leave-one-out margins: replica ``r`` of the pilot and of the full evaluation share
+    a seed, so they leave together (a replica beyond the pilot's leaves ``s`` as it is).
+    Dividing by each leave-one-out slope would let one noisy slope of the pilot dominate the
+    error."""
+    value = float(r0 * np.exp(-ev.margin / slope))
+    R = ev.loo_margins.size
+    s_loo = np.full(R, slope)
+    s_loo[: min(R, slopes.size)] = slopes[:R]
+    loo = r0 * np.exp(-ev.loo_margins / slope + ev.margin * (s_loo - slope) / slope**2)
+    return value, _jackknife_se(loo), min(r0, other, value), max(r0, other, value)
+
+
+def _pooled(evs) -> DMFTEvaluation:
+    """One evaluation from independent batches of replicas at the same ``delta``: the mean
+    margin over all replicas, each batch's margins read at its own plateau; the jackknife
+    value of a replica is the pooled mean with its batch's leave-one-out mean in place."""
+    if len(evs) == 1:
+        return evs[0]
+    sizes = np.array([e.margins.size for e in evs])
+    total, sums = sizes.sum(), sizes * np.array([e.margin for e in evs])
+    loo = np.concatenate(
+        [(sums.sum() - sums[b] + (sizes[b] - 1) * e.loo_margins) / (total - 1)
+         for b, e in enumerate(evs)]
+    )  # fmt: skip
+    margins = np.concatenate([e.margins for e in evs])
+    vertex = float(np.sum(sizes * np.array([e.vertex for e in evs])) / total)
+    plateaus = ", ".join(str(e.t1) for e in evs)
+    return DMFTEvaluation(
+        evs[0].delta, evs[0].t1, margins, loo, float(margins.mean()), _jackknife_se(loo),
+        sum((e.hessians for e in evs), ()), True,
+        f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
+        f"their mean curves at steps {plateaus}", vertex,
+    )  # fmt: skip
+
+
+def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):
+    """Add replicas at the Newton evaluation's ``delta`` until the standard error of the
+    Newton value is at most ``goal_rtol`` of it, or ``max_replicas`` are used: each batch
+    has the replicas that the error's ``R^{-1/2}`` law says are missing (at least
+    ``MIN_BATCH``).  Returns the pooled evaluation, the value, its standard error, the
+    interval and a note on the top-up."""
+    ev, slope, slopes, r0, other = newton
+    batches = [ev]
+    value, se, a, b = _newton_value(ev, slope, slopes, r0, other)
+    note = ""
+    while goal_rtol is not None and se > goal_rtol * value:
+        total = sum(e.margins.size for e in batches)
+        if total >= max_replicas:
+            note = (
+                f"; the standard error goal {goal_rtol:g} x delta_NN was not reached with "
+                f"max_replicas = {max_replicas}"
+            )
+            break
+        want = int(np.ceil(total * ((se / (goal_rtol * value)) ** 2 - 1)))
+        more = evaluate_more(r0, min(max(want, MIN_BATCH), max_replicas - total), total)
+        if progress is not None:
+            progress(more)
+        if not more.sign:
+            note = f"; a batch of further replicas failed ({more.message})"
+            break
+        batches.append(more)
+        ev = _pooled(batches)
+        value, se, a, b = _newton_value(ev, slope, slopes, r0, other)
+    return ev, value, se, a, b, note
+
+
+#: the fewest replicas that :func:`_top_up` adds at once
+MIN_BATCH = 4
 
 
 def _straddle(search, guess, guess_se, lo, hi, tries=3):

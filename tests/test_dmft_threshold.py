@@ -19,16 +19,21 @@ from rmt.dmft import CURVE_SMOOTHING, smoothed_curve
 from rmt.dmft_threshold import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
-#: the replicas' offsets of a planted margin: the same at every delta (common draws)
-OFFSETS = np.array([0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002])
+#: the replicas' offsets of a planted margin: the same at every delta (common draws); replica
+#: ``r`` has offset ``OFFSETS[r]`` whatever batch it is solved in
+OFFSETS = np.concatenate(
+    [[0.004, -0.002, 0.001, -0.005, 0.003, 0.0, -0.001, 0.002],
+     np.random.default_rng(11).normal(0.0, 0.003, 24)]
+)  # fmt: skip
 
 
-def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000):
+def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False):
     """A :func:`dmft_margin` whose replica ``r`` has the margin ``SLOPE (delta - ROOT) +
-    OFFSETS[r]``, failing (no plateau) below ``fail_below``; evaluations with fewer than
-    ``full`` draws (the pilot's) have their root moved by ``pilot_shift``."""
+    OFFSETS[r]`` (with ``log``: ``SLOPE ROOT log(delta / ROOT) + OFFSETS[r]``), failing (no
+    plateau) below ``fail_below``; evaluations with fewer than ``full`` draws (the pilot's)
+    have their root moved by ``pilot_shift``."""
 
-    def fake(model, net, delta, *, replicas, n_samples, rng, **kwargs):
+    def fake(model, net, delta, *, replicas, n_samples, rng, first_replica=0, **kwargs):
         if calls is not None:
             calls.append((delta, n_samples))
         if fail_below is not None and delta < fail_below:
@@ -37,38 +42,95 @@ def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000):
                 delta, None, nan, nan, np.nan, np.nan, (), False, "no plateau within 1200 steps"
             )
         root = ROOT + (pilot_shift if n_samples < full else 0.0)
-        g = SLOPE * (delta - root) + OFFSETS[:replicas]
+        x = ROOT * np.log(delta / root) if log else delta - root
+        g = SLOPE * x + OFFSETS[first_replica : first_replica + replicas]
         loo = np.array([np.delete(g, i).mean() for i in range(replicas)])
         se = float(np.sqrt((replicas - 1) / replicas * np.sum((loo - loo.mean()) ** 2)))
-        return DMFTEvaluation(delta, 100, g, loo, float(g.mean()), se, (), True, "ok")
+        return DMFTEvaluation(delta, 100, g, loo, float(g.mean()), se, (), True, "ok", 100.0)
 
     return fake
 
 
-def _assert_the_planted_root(out):
-    """``out`` holds the root of the mean planted margin and its jackknife error, exactly:
-    ``ROOT - mean(e) / SLOPE`` and ``std(e) / (SLOPE sqrt(R))``; returns the root."""
+def _assert_the_planted_root(out, log=False, R=8):
+    """``out`` holds the root of the mean planted margin of the first ``R`` replicas and its
+    jackknife error, exactly: ``ROOT - mean(e) / SLOPE`` and ``std(e) / (SLOPE sqrt(R))``
+    (with ``log``: ``ROOT exp(-mean(e) / (SLOPE ROOT))`` and the jackknife of ``ROOT
+    exp(-e_(-r) / (SLOPE ROOT))`` over the leave-one-out means ``e_(-r)``); returns the
+    root."""
     assert out.converged, out.message
-    want = ROOT - OFFSETS.mean() / SLOPE
-    want_se = OFFSETS.std(ddof=1) / (SLOPE * np.sqrt(OFFSETS.size))
+    e = OFFSETS[:R]
+    if log:
+        want = ROOT * np.exp(-e.mean() / (SLOPE * ROOT))
+        loo = (e.sum() - e) / (R - 1)  # the leave-one-out means
+        want_se = _jackknife_of(ROOT * np.exp(-loo / (SLOPE * ROOT)))
+    else:
+        want = ROOT - e.mean() / SLOPE
+        want_se = e.std(ddof=1) / (SLOPE * np.sqrt(R))
     np.testing.assert_allclose(out.value, want, rtol=1e-10)
-    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-10)
+    np.testing.assert_allclose(out.stderr, want_se, rtol=1e-8)
     return want
 
 
+def _jackknife_of(loo):
+    R = loo.size
+    return np.sqrt((R - 1) / R * np.sum((loo - loo.mean()) ** 2))
+
+
 def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(monkeypatch):
-    """A margin linear in ``delta`` with replica offsets ``e_r``: the root of the mean margin
-    is ``ROOT - mean(e) / SLOPE`` and the jackknife error of the root is that of a mean,
-    ``std(e) / (SLOPE sqrt(R))``, exactly."""
+    """A margin linear in ``log delta`` with replica offsets ``e_r``: the Newton step in
+    ``log delta`` from the pilot's root is exact, so the value is the root of the mean
+    margin, ``ROOT exp(-mean(e) / (SLOPE ROOT))``, and its error the jackknife of the leave-one-out
+    roots."""
     calls = []
-    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls))
-    out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
-    want = _assert_the_planted_root(out)
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, log=True))
+    out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4, stderr_rtol=None)
+    want = _assert_the_planted_root(out, log=True)
     assert out.lo <= want <= out.hi and out.hi / out.lo <= 1.11
     # the pilot walks with a quarter of the draws; one evaluation at its root uses them all
     assert {n for _, n in calls} == {1000, 4000} and len(out.evaluations) == 1
     assert set(out.pilot_evaluations) == {x for x, n in calls if n == 1000}
-    assert "Newton step" in out.message
+    assert "Newton step" in out.message and out.replicas == 8
+
+
+def test_further_replicas_bring_the_error_to_its_goal(monkeypatch):
+    """With the default standard error goal (0.75% of the value), replicas are added at the
+    Newton point in batches sized by the ``R^{-1/2}`` law: the value and error are then exactly
+    those of all the replicas used, and the error meets the goal; with a cap on the
+    replicas the goal is missed and the message says so."""
+    calls = []
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, log=True))
+    out = rmt.dmft_delta_nn(None, None, n_samples=4000)
+    R = out.replicas
+    assert 8 < R < 32 and out.stderr <= dt.STDERR_RTOL * out.value
+    _assert_the_planted_root(out, log=True, R=R)
+    (ev,) = out.evaluations.values()
+    e = OFFSETS[:R]
+    np.testing.assert_allclose(ev.margins - ev.margins.mean(), e - e.mean(), rtol=0, atol=1e-15)
+    # every replica beyond the first 8 came from a new seed, none twice
+    assert sum(1 for _, n in calls if n == 4000) >= 2
+    capped = rmt.dmft_delta_nn(None, None, n_samples=4000, stderr_rtol=1e-4, max_replicas=12)
+    assert capped.converged and capped.replicas == 12 and "was not reached" in capped.message
+    _assert_the_planted_root(capped, log=True, R=12)
+
+
+def test_the_pilot_slope_is_the_least_squares_line_over_its_near_points():
+    """Two close pilot points with noisy margins do not set the slope alone: every
+    converged pilot point within a factor 2 of the root enters a least-squares line in
+    ``log delta``, and the leave-one-out slopes are those of the leave-one-out margins."""
+    R = 4
+
+    def ev(delta, margin, loo_shift):
+        loo = margin + loo_shift * np.arange(R)
+        return DMFTEvaluation(delta, 100, np.full(R, margin), loo, margin, 0.0, (), True, "ok")
+
+    pts = {6.0: ev(6.0, 0.05, 0.0), 4.0: ev(4.0, 0.03, 1e-4), 2.62: ev(2.62, 0.0005, -2e-4),
+           2.60: ev(2.60, -0.0004, 3e-4)}  # fmt: skip
+    slope, slopes = dt._pilot_slope(pts, 2.61, pts[2.60], pts[2.62])
+    x = np.log([4.0, 2.62, 2.60]) - np.log(2.61)  # 6.0 is beyond the factor 2
+    assert slope == pytest.approx(np.polyfit(x, [0.03, 0.0005, -0.0004], 1)[0], rel=1e-10)
+    for r in range(R):
+        y = [0.03 + 1e-4 * r, 0.0005 - 2e-4 * r, -0.0004 + 3e-4 * r]
+        assert slopes[r] == pytest.approx(np.polyfit(x, y, 1)[0], rel=1e-10)
 
 
 def test_a_pilot_that_misses_the_root_is_corrected_with_full_evaluations(monkeypatch):
@@ -103,7 +165,7 @@ def test_a_failed_evaluation_does_not_end_the_search(monkeypatch):
     bracket the root it says why, with no number."""
     monkeypatch.setattr(dt, "dmft_margin", _planted(fail_below=2.2))
     out = rmt.dmft_delta_nn(None, None, start=8.0, pilot=1)
-    assert out.converged and abs(out.value - (ROOT - OFFSETS.mean() / SLOPE)) < 1e-9
+    assert out.converged and abs(out.value - (ROOT - OFFSETS[:8].mean() / SLOPE)) < 1e-9
     monkeypatch.setattr(dt, "dmft_margin", _planted(fail_below=3.0))
     bad = rmt.dmft_delta_nn(None, None, start=8.0, pilot=1)
     assert not bad.converged and np.isnan(bad.value) and np.isnan(bad.stderr)
