@@ -28,8 +28,10 @@ def set_threads(n: int) -> dict:
 
     First :func:`rmt.configure_threads` (OpenMP wait policy and spin count, unless the user set
     them), since ``numba.set_num_threads`` starts Numba's OpenMP layer, which reads them once.
-    The BLAS limit is process-wide (threadpoolctl's ``threadpool_limits`` is kept alive on the
-    returned dict under ``"_limiter"``).
+    ``rmt.set_num_threads(n)`` fixes the count of the library's calls too (no choice from the
+    load, see ``rmt/threads.py``), so that a benchmark runs on the threads it reports.  The BLAS
+    limit is process-wide (threadpoolctl's ``threadpool_limits`` is kept alive on the returned
+    dict under ``"_limiter"``).
     """
     import numba
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -38,6 +40,7 @@ def set_threads(n: int) -> dict:
 
     rmt.configure_threads()
     numba.set_num_threads(n)
+    rmt.set_num_threads(n)
     limiter = threadpool_limits(limits=n)
     blas = sorted({(p["internal_api"], p["num_threads"]) for p in threadpool_info()})
     return {"numba": numba.get_num_threads(), "blas": blas, "_limiter": limiter}

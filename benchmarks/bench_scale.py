@@ -518,6 +518,7 @@ def bench_sweep_32(args):
     runs = (("serial", None, threads), ("serial_1thread", None, 1), ("local", "local", threads))
     for label, scheduler, nt in runs:
         numba.set_num_threads(nt)
+        rmt.set_num_threads(nt)  # the library's calls too (no choice from the load)
         rows, wall, load = other_load_tree(
             lambda s=scheduler: run_sweep(config, scheduler=s, progress=False)
         )
@@ -529,6 +530,7 @@ def bench_sweep_32(args):
             "per-point sums: " + ", ".join(f"{k[5:-2]} {v:.1f} s" for k, v in parts.items())
         )
     numba.set_num_threads(threads)
+    rmt.set_num_threads(threads)
     same = _same_rows(results["serial"]["rows"], results["local"]["rows"])
     same_1 = _same_rows(results["serial"]["rows"], results["serial_1thread"]["rows"])
     ratio = results["local"]["wall_s"] / results["serial"]["wall_s"]

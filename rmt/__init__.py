@@ -7,7 +7,13 @@ The public API, grouped by role.
 __version__ = "0.1.0"
 
 # -- thread settings: explicit, no process-wide side effect at import (rmt/threads.py) -------
-from .threads import ThreadSettings, configure_threads
+from .threads import (
+    ThreadSettings,
+    adaptive_threads,
+    choose_threads,
+    configure_threads,
+    set_num_threads,
+)
 
 # -- data and network (docs/theory.md sections 1-2) ----------------------------------------------
 from .models import TARGETS, Dataset, MultiIndexModel

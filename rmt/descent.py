@@ -29,6 +29,7 @@ from .kernels.descent import step_kernels
 from .kernels.hessian import default_chunks
 from .models import Dataset
 from .network import TwoLayerNet
+from .threads import adaptive_threads
 
 #: the initial peak ends once the gradient norm falls below this fraction of its running max
 PEAK_DROP = 0.5
@@ -371,6 +372,7 @@ def _evaluate(prob, Wt, theta):
     return value, test_value, G, overlap
 
 
+@adaptive_threads
 def gradient_descent(
     net,
     data,

@@ -9,6 +9,7 @@ from .kernels.hessian import default_chunks, dense_hessian, fused_product, preac
 from .models import Dataset
 from .network import TwoLayerNet
 from .operator import SymmetricOperator
+from .threads import adaptive_threads
 
 
 def neuron_rows(V, m: int, d: int) -> np.ndarray:
@@ -99,6 +100,7 @@ class Hessian(SymmetricOperator):
         out = fused_product(self.data.X, self.D, Vt, self.n_chunks)
         return finish_product(out, Vt, self.m, self.n, self.weight_decay)
 
+    @adaptive_threads
     def to_dense(self) -> np.ndarray:
         """The dense ``(m d) x (m d)`` matrix, assembled by the Numba reference kernel."""
         return dense_hessian(self.data.X, self.D, self.weight_decay)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
+from .threads import adaptive_threads
+
 #: columns of the identity per product in the default ``to_dense``
 DENSE_BLOCK = 32
 
@@ -86,11 +88,13 @@ class SymmetricOperator(LinearOperator):
         self.n_passes += 1
         return out
 
+    @adaptive_threads
     def matvec(self, v) -> np.ndarray:
         """``A v`` for ``v`` of shape ``(N,)`` (or ``(N, 1)``, returned as such)."""
         v = self._checked(v, "v", vector=True)
         return self._counted(v.reshape(-1, 1)).reshape(v.shape)
 
+    @adaptive_threads
     def matmat(self, V) -> np.ndarray:
         """``A V`` for ``V`` of shape ``(N, b)``, in one call of ``_matmat``."""
         return self._counted(self._checked(V, "V", vector=False))

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .threads import adaptive_threads
+
 DEFAULT_RANGE = (0.05, 64.0)
 
 
@@ -170,6 +172,7 @@ def _failed(dalg, dbbp, reason, notes):
     )
 
 
+@adaptive_threads
 def population_threshold(
     model, net, point="population", side="left", delta_range=DEFAULT_RANGE, n_grid=32
 ) -> ThresholdResult:

@@ -37,12 +37,18 @@ ALL_THREADS = numba.config.NUMBA_NUM_THREADS
 
 @contextlib.contextmanager
 def numba_threads(n):
-    """Numba's thread count set to ``n`` inside the block, and restored after it."""
+    """Numba's thread count set to ``n`` inside the block, and restored after it; the library's
+    calls run on ``n`` threads too (``rmt.set_num_threads``: no automatic choice from the load,
+    which would run them on fewer when another process is busy)."""
+    import rmt
+
     before = numba.get_num_threads()
     numba.set_num_threads(n)
+    fixed = rmt.set_num_threads(n)
     try:
         yield
     finally:
+        rmt.set_num_threads(fixed)
         numba.set_num_threads(before)
 
 

@@ -16,6 +16,7 @@ from scipy.linalg import eigh_tridiagonal
 
 from .._validation import check_positive_int
 from ..kernels.lanczos import gaussian_mixture_density, quadrature_cdf
+from ..threads import adaptive_threads
 from .operator import CountingOperator, check_operator
 
 
@@ -40,6 +41,7 @@ class SpectralDensity:
         return quadrature_cdf(self.nodes, self.weights, x)
 
 
+@adaptive_threads
 def spectral_density(A, n_probes=10, steps=60, rng=None, n_grid=512, width=None, reorth=True):
     """Spectral density of the symmetric ``A`` by stochastic Lanczos quadrature.
 

@@ -22,7 +22,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_choice
-from ..threads import single_threaded_blas
+from ..threads import adaptive_threads, single_threaded_blas
 from .lanczos import estimate_norm, thick_restart_lanczos
 from .operator import CountingOperator, check_operator
 from .result import EigResult, NoConvergenceError
@@ -31,6 +31,7 @@ METHODS = ("lanczos", "block_lanczos", "arpack", "lobpcg", "primme", "dense")
 WHICH = ("smallest", "largest")
 
 
+@adaptive_threads
 def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None, **options):
     """The ``k`` smallest (or largest) eigenpairs of a symmetric ``A``.
 

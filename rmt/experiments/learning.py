@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from ..threads import adaptive_threads
+
 #: one row per run
 LEARN_COLUMNS = [
     "delta",
@@ -115,6 +117,7 @@ def hessian_at_plateau(config, data, run, rng):
     return H, res, ov, decision
 
 
+@adaptive_threads
 def plateau_point(config, delta, seed) -> dict:
     """The order parameter of ``(delta, seed)`` at ``W1`` alone (docs/theory.md section 7.4).
 
@@ -201,6 +204,7 @@ def plugin_at_plateau(config, data, run, delta, rng) -> dict:
     return theory_at(law, delta, 1)
 
 
+@adaptive_threads
 def learn_point(config, delta, seed) -> dict:
     """Everything recorded for one run: ``{"row": ..., "eigs": [...], "curves": [...]}``.
 
@@ -403,6 +407,7 @@ def order_parameter_from_grid(rows, config, alpha=None) -> dict:
     return replace(est, stated_level=ORDER_LEVEL, null_level=null).as_dict()
 
 
+@adaptive_threads
 def trained_thresholds(
     config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, level=None, gd=True, progress=None
 ) -> dict:
@@ -512,6 +517,7 @@ def _open_learn_tables(config, out):
     return tables
 
 
+@adaptive_threads
 def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
     """Every ``(delta, seed)`` of ``config`` through :func:`learn_point`; resumable.
 
@@ -581,6 +587,7 @@ def reference_thresholds(config) -> dict:
     return out
 
 
+@adaptive_threads
 def learn_sweep(config, out=None, progress=True) -> dict:
     """``run_learn`` at ``config.d`` and every ``config.sizes``, with the thresholds read off.
 
@@ -641,6 +648,7 @@ TRAINED_TABLE_COLUMNS = [
 ]  # fmt: skip
 
 
+@adaptive_threads
 def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[dict]:
     """``delta_NN``, ``delta_GD`` (with intervals), ``delta_pop`` and ``delta_alg`` per variant.
 

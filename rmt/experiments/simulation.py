@@ -9,6 +9,7 @@ import numpy as np
 from ..hessian import Hessian
 from ..models import Dataset
 from ..points import Point, make_point
+from ..threads import adaptive_threads
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Simulation:
     record: object = None
 
 
+@adaptive_threads
 def simulate_point(config, point: Point, delta: float, seed: int) -> Simulation:
     """Sample ``n = config.n_of(delta)`` points in ``config.d`` dimensions from the stream of
     ``(delta, seed)``, build ``W`` at ``point`` and the Hessian there (with the weight decay)."""

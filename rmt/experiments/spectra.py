@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..threads import adaptive_threads
 from .simulation import prepare_point, simulate_point
 from .theory import point_law, theory_at
 
@@ -22,6 +23,7 @@ def check_dense(config) -> None:
         )
 
 
+@adaptive_threads
 def spectrum_panel(config, point, delta: float, seed: int, law=None) -> dict:
     """Full spectrum at one ``delta`` and, with ``law``, the predicted density, edges, outliers.
 
@@ -51,6 +53,7 @@ def spectrum_panel(config, point, delta: float, seed: int, law=None) -> dict:
     return panel
 
 
+@adaptive_threads
 def spectrum_panels(config, deltas=None, point=None) -> list[dict]:
     """:func:`spectrum_panel` at each of ``deltas`` (default ``config.deltas``), first seed.
 

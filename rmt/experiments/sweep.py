@@ -17,6 +17,7 @@ import numpy as np
 from ..config import RunConfig
 from ..output import check_resumable, timestamp, to_jsonable, write_json, write_manifest
 from ..tables import ResumableCSV
+from ..threads import adaptive_threads
 from .simulation import prepare_point, simulate_point
 from .spectra import DENSE_LIMIT, spectrum_panel
 from .theory import point_law, theory_at, theory_curve
@@ -94,6 +95,7 @@ def _theory_pair(config, sim, delta, point=None):
     return theory_at(law, delta, config.n_eigs), theory_at(plug, delta, config.n_eigs)
 
 
+@adaptive_threads
 def run_point(config: RunConfig, delta: float, seed: int, point=None) -> list[dict]:
     """Simulate and predict one ``(delta, seed)`` point; return its tidy rows.
 
@@ -151,6 +153,7 @@ def _nth(values, i):
     return float(values[i]) if i < len(values) else None
 
 
+@adaptive_threads
 def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=None) -> list[dict]:
     """Run every ``(delta, seed)`` of ``config``; return all rows, old and new.
 
@@ -254,6 +257,7 @@ class SweepTheory:
     panels: list = field(default_factory=list)
 
 
+@adaptive_threads
 def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheory:
     """The predicted curves, the thresholds they mark, and a row of full spectra."""
     from ..transition import population_threshold

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..config import MIN_DELTA
 from ..points import POINT_KINDS, make_point
+from ..threads import adaptive_threads
 
 TABLE_CONFIGS = [
     dict(activation="softplus", loss="huber", width=2),
@@ -41,6 +42,7 @@ TABLE_COLUMNS = [
 ]
 
 
+@adaptive_threads
 def threshold_summary(config) -> tuple[dict, object]:
     """``delta_pop``, ``delta_BBP`` and ``delta_alg`` of ``config``, searched over
     ``(MIN_DELTA, config.max_delta)``; returns ``(summary, ThresholdResult)``.
@@ -113,6 +115,7 @@ def _ratio(res):
     return float(res.delta_pop / res.delta_alg)
 
 
+@adaptive_threads
 def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
     """``delta_pop``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
 

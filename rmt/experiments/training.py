@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..threads import adaptive_threads
+
 
 @dataclass(frozen=True)
 class TrainingRun:
@@ -29,6 +31,7 @@ class TrainingRun:
     curves: dict
 
 
+@adaptive_threads
 def training_run(config, progress=False) -> TrainingRun:
     """Gradient descent at the first ``delta`` and seed of ``config`` for
     ``config.train_steps + config.continue_steps`` steps, with a held-out test set."""
