@@ -43,6 +43,7 @@ from .freeprob.plugin import plugin_prediction
 from .kernels.dmft import PAD, forward_process, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
+from .threads import adaptive_threads
 
 #: the default ``relu_smoothing`` ``h``: at each step the ReLU of the per-sample process is
 #: ``w softplus(u / w)`` with ``w = h sd(u)`` per neuron (docs/dmft.md 8.11)
@@ -92,6 +93,7 @@ class DMFTResult:
     u: np.ndarray = None
 
 
+@adaptive_threads
 def dmft_gd(
     model,
     net,
@@ -184,6 +186,7 @@ class DMFTReplicas:
         return np.stack([getattr(r, name) for r in self.results])
 
 
+@adaptive_threads
 def dmft_replicas(
     model,
     net,

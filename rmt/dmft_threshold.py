@@ -13,6 +13,7 @@ root: the Monte Carlo error of the draws, the only random part of the method.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +29,7 @@ from .dmft import (
     resampled_laws,
     smoothed_curve,
 )
+from .threads import adaptive_threads
 
 
 @dataclass(frozen=True)
@@ -259,6 +261,9 @@ def dmft_margin(
         t1 = _plateau(reps.results, rule)
         if t1 is not None or steps >= max_steps:
             break
+        unsettled = _not_settling(reps.results, rule, lr)
+        if unsettled:
+            return failed(f"no plateau of the mean DMFT curves within {steps} steps: {unsettled}")
         steps = min(2 * steps, max_steps)
     if t1 is None:
         return failed(f"no plateau of the mean DMFT curves within {max_steps} steps")
@@ -272,6 +277,29 @@ def dmft_margin(
             )
 
     return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws)
+
+
+#: the least fraction of the steps of the last plateau-rule window over which the smoothed
+#: mean gradient norm falls, for a solve without a plateau to be continued with more steps
+FALLING_FRACTION = 0.8
+
+
+def _not_settling(results, rule, lr) -> str:
+    """Why more steps would not bring a plateau ('' when they may): a first phase that is
+    still under way has a smoothed mean gradient norm that falls step after step (at least
+    ``FALLING_FRACTION`` of the steps of the last ``rule.window``); one that rises, or wanders
+    (gradient descent oscillating at a step size it cannot settle at), will not reach a
+    plateau by going on, and each further step costs ``O(t^2)``."""
+    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
+    last = np.diff(g[-rule.window - 1 :])
+    if last.size and np.mean(last < 0) >= FALLING_FRACTION:
+        return ""
+    peak = float(np.max(g)) if g.size else float("nan")
+    return (
+        f"the smoothed mean gradient norm is not falling at the end ({g[-1] / peak:.2f} of its "
+        f"peak; it fell over {np.mean(last < 0):.0%} of the last {last.size} steps): gradient "
+        f"descent does not settle at lr = {lr:g}"
+    )
 
 
 #: the half-width of the window of steps around the rule's plateau ``t1`` over which a
@@ -403,8 +431,14 @@ class _Search:
         return ev
 
     def failures(self) -> str:
-        bad = [f"delta = {x:.4g}: {ev.message}" for x, ev in self.evals.items() if not ev.sign]
-        return " | ".join(bad)
+        """The failed evaluations, one entry per kind of failure (messages that differ only in
+        their numbers): the deltas, then the first message of that kind."""
+        kinds = {}
+        for x, ev in self.evals.items():
+            if not ev.sign:
+                key = re.sub(r"[-+]?\d[\d.e+-]*", "#", ev.message)
+                kinds.setdefault(key, ([], ev.message))[0].append(f"{x:.4g}")
+        return " | ".join(f"delta = {', '.join(xs)}: {msg}" for xs, msg in kinds.values())
 
 
 class _OutOfEvaluations(Exception):
@@ -484,6 +518,7 @@ def _refine(search, neg, pos, rtol):
     return neg, pos, True
 
 
+@adaptive_threads
 def dmft_delta_nn(
     model,
     net,
@@ -527,8 +562,9 @@ def dmft_delta_nn(
         The walk and the refinement use ``n_samples // pilot`` draws a replica (and
         ``law_draws // pilot`` for the laws); then one evaluation with ``n_samples`` draws at
         the pilot's root gives the value by a Newton step with the pilot's slope (when that
-        step exceeds ``NEWTON_STEP``, two full evaluations straddle the root and the value is
-        interpolated between them).  ``pilot=1``: every evaluation with ``n_samples`` draws.
+        step exceeds ``NEWTON_STEP``, full evaluations straddle the root and the value is
+        interpolated between them, without further replicas).  ``pilot=1``: every
+        evaluation with ``n_samples`` draws, the value interpolated.
     law_draws : int or None
         As in :func:`dmft_margin`: the fresh draws of each replica's Hessian law.
     stderr_rtol : float or None
@@ -621,7 +657,7 @@ def dmft_delta_nn(
 
         ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
         full.evals[ev.delta], used = ev, ev.margins.size
-        how = f"a Newton step from delta = {newton[3]:.4g} with the pilot's slope, {used} replicas"
+        how = f"a Newton step from delta = {newton[3]:.4g}, {used} replicas"
         how += note
     else:
         value, se = _interpolated_root(neg, pos)

@@ -250,3 +250,37 @@ def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
     assert ev.mean("theta_outlier") < ev.mean("edge_lo")  # the outlier lies below the bulk
     with pytest.raises(ValueError, match="name must be one of"):
         ev.mean("t1")
+
+
+def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
+    """More steps are spent on a solve without a plateau only while its smoothed mean gradient
+    norm still falls (a first phase under way); a norm that oscillates at a high level (a
+    step size gradient descent cannot settle at) is reported at once, with the numbers."""
+    from types import SimpleNamespace
+
+    rule = rmt.PlateauRule(window=25)
+    t = np.arange(300)
+    falling = [SimpleNamespace(grad_norm=np.exp(-t / 200) * (1 + 0.01 * np.sin(t))) for _ in "ab"]
+    assert dt._not_settling(falling, rule, 0.5) == ""
+    wobble = [SimpleNamespace(grad_norm=0.5 + 0.2 * np.sin(t / 4.0 + p)) for p in (0.0, 0.3)]
+    why = dt._not_settling(wobble, rule, 0.5)
+    g = smoothed_curve(np.mean([r.grad_norm for r in wobble], axis=0))
+    assert f"{g[-1] / g.max():.2f} of its peak" in why and "does not settle at lr = 0.5" in why
+
+
+def test_failures_of_one_kind_are_reported_once_with_their_deltas():
+    nan = np.full(2, np.nan)
+
+    def failed(delta, message):
+        return DMFTEvaluation(delta, None, nan, nan, np.nan, np.nan, (), False, message)
+
+    search = dt._Search(None, 10, None)
+    search.evals = {
+        4.0: failed(4.0, "the solve failed at step 31: non-finite psi"),
+        8.0: failed(8.0, "the solve failed at step 50: non-finite psi"),
+        16.0: failed(16.0, "no plateau within 300 steps"),
+    }
+    assert search.failures() == (
+        "delta = 4, 8: the solve failed at step 31: non-finite psi | "
+        "delta = 16: no plateau within 300 steps"
+    )
