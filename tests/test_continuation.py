@@ -11,7 +11,11 @@ walk the real branch without its shortcuts.
 - A way point converged to ``STEP_TOL`` only is converged to ``NEWTON_TOL`` when the
   continuation of the outliers starts from it at its own ``zeta``.
 - A ``"boundary"`` edge (the last way point) against the closed-form m = 1 inverse.
+- The physical sheet: where a Monte Carlo law's real branch meets another sheet short of the
+  fold, the edge is where the density of the complex transform ends.
 """
+
+import pathlib
 
 import numpy as np
 import pytest
@@ -192,3 +196,29 @@ def test_outliers_with_and_without_warm_roots_agree(m, delta, monkeypatch):
     for a, b in zip(now, before):
         assert abs(a.value - b.value) <= 1e-11 * abs(b.value)
         assert abs(a.overlap_theta - b.overlap_theta) <= 1e-10
+
+
+def _density(law, delta, x, eta):
+    """``Im tr G(x + i eta) / (m pi)`` from the complex continuation (independent of the fold
+    search on the real axis)."""
+    return float(rmt.stieltjes(law, delta, complex(x, eta)).G.trace().imag) / (law.m * np.pi)
+
+
+def test_fold_search_stays_on_the_physical_sheet():
+    """200 Monte Carlo nodes of a DMFT law at its plateau (``|z|``, m = 3, delta = 2.2) whose
+    real branch meets an unphysical sheet just short of the fold: a long continuation step
+    lands on it (its ``G'`` has a negative eigenvalue) and finds that sheet's fold 3e-5 past
+    the edge.  The edge must be where the density of the complex transform ends: outside,
+    ``Im G(x + i eta)`` falls with ``eta`` (ratio 10 from 1e-6 to 1e-7); inside it does not."""
+    f = np.load(pathlib.Path(__file__).parent / "data" / "dmft_law_m3_sheet.npz")
+    law = rmt.SpikeLaw(f["zhat"], f["D"], theta_dims=int(f["theta_dims"]))
+    delta = float(f["delta"])
+    lo, _ = rmt.bulk_edges(law, delta)
+    for x, inside in [(lo - 2e-5, False), (lo - 5e-6, False), (lo + 1e-5, True)]:
+        ratio = _density(law, delta, x, 1e-6) / _density(law, delta, x, 1e-7)
+        assert (ratio < 1.2) if inside else (ratio > 9.0), (x, ratio)
+    mp = MPSystem(law, delta)
+    _, _, _, path = edges_module.find_fold(mp, -1)
+    for p in path:  # G' = dG/dtau / h: positive definite on the physical branch
+        Gp = mp.unvech(p.dG) / p.h
+        assert np.linalg.eigvalsh(0.5 * (Gp + Gp.T))[0] > 0.0, p.zeta

@@ -183,6 +183,21 @@ def _start(mp: MPSystem, side):
     return pt
 
 
+#: the most negative eigenvalue, relative to the largest, that the symmetric part of ``G'`` may
+#: have on the physical real branch (rounding); below it the point lies on the other sheet
+TANGENT_RTOL = 1e-8
+
+
+def physical_tangent(Gp) -> bool:
+    """Whether ``G'(zeta)`` at a real point is positive semidefinite, as on the physical real
+    branch: there ``G(zeta) = int dSigma(x) / (x - zeta)`` with ``Sigma`` a positive
+    semidefinite measure, so ``G' = int dSigma(x) / (x - zeta)^2 >= 0``.  Near a fold the
+    unphysical sheet of (MP) lies within the square root of the distance to it, and its
+    tangent has a negative eigenvalue (docs/theory.md section 4)."""
+    ev = np.linalg.eigvalsh(0.5 * (Gp + Gp.T))
+    return bool(ev[0] >= -TANGENT_RTOL * max(abs(ev[-1]), 1e-300))
+
+
 def _continuation_step(mp, pt, tau_new, side, tol=NEWTON_TOL):
     """One continuation step to ``tau_new`` with a tangent predictor; ``None`` if it fails."""
     dt = tau_new - pt.tau
@@ -194,6 +209,8 @@ def _continuation_step(mp, pt, tau_new, side, tol=NEWTON_TOL):
     moved = np.max(np.abs(new.G - pt.G)) + 1e-300
     if np.max(np.abs(new.G - G_pred)) > PREDICTOR_TRUST * moved:
         return None  # the corrector went far from the tangent: maybe another branch
+    if new.h > 0.0 and new.dG is not None and not physical_tangent(mp.unvech(new.dG) / new.h):
+        return None  # short of a fold, on the unphysical sheet that meets the branch there
     new.margin = mp.pole_margin(new.G, side)
     return new if new.margin > 0 else None
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import scalar
-from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
+from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold, physical_tangent
 from .law import SpikeLaw
 from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
 
@@ -148,7 +148,10 @@ def _physical(G):
 
 
 def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
-    """Continuation along the real branch from ``start`` to ``target`` (same side, outside)."""
+    """Continuation along the real branch from ``start`` to ``target`` (same side, outside).
+
+    A corrected point is kept only when it is admissible and its tangent is that of the
+    physical sheet (:func:`physical_tangent`); otherwise the step is halved."""
     st, total = start, 0
     step = target - st.zeta.real
     if step == 0 and st.residual > NEWTON_TOL:  # a warm start converged to STEP_TOL only
@@ -156,18 +159,23 @@ def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
         if st is None:
             raise ConvergenceError(f"Newton failed at the branch point {target}", partial=start)
         return st, st.iterations
+    Gp = mp.tangent(st)
     while st.zeta.real != target:
         nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
-        Gp = mp.tangent(st)
         tol = NEWTON_TOL if nxt == target else STEP_TOL  # the way there needs no more
         pred = st.G + Gp * (nxt - st.zeta.real)
         new = mp.newton(nxt, pred, maxit=STEP_MAXIT, monotone=True, tol=tol)
-        if new is None or not mp.admissible(new.G, side):
+        Gp_new = None
+        if new is not None and mp.admissible(new.G, side):
+            Gp_new = mp.tangent(new)
+            if not physical_tangent(Gp_new):
+                Gp_new = None
+        if Gp_new is None:
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
                 raise ConvergenceError(f"real-branch continuation stalled at {nxt}", partial=st)
             continue
-        st, total = new, total + new.iterations
+        st, Gp, total = new, Gp_new, total + new.iterations
         step *= 2.0
     return st, total
 
