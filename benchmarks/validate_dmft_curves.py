@@ -121,7 +121,7 @@ def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points):
             kw = {"rng": 3000 + s, "init_scale": init} if W is None else {"W0": W}
             with np.errstate(all="ignore"):
                 run = rmt.gradient_descent(
-                    net, data, test=test, lr=lr, steps=t - start + 1, progress=False, **kw
+                    net, data, test=test, lr=lr, steps=t - start, progress=False, **kw
                 )
             if run.diverged:
                 diverged += 1

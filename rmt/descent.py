@@ -252,15 +252,16 @@ def _curve(x, name) -> np.ndarray:
 class GDRun:
     """Result of :func:`gradient_descent` (docs/theory.md section 7.2).
 
-    Curves have one entry per recorded step ``t = 0..steps-1``, at the iterate *before* update
-    ``t``: ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the held-out set,
+    ``steps`` is the number of updates made.  Curves have one entry per iterate
+    ``W^t``, ``t = 0..steps`` (``steps + 1`` entries; ``steps`` when the run diverged, whose
+    last iterate is not recorded): ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the held-out set,
     without weight decay; NaN without one), ``grad_norm`` (Frobenius) and ``overlap``
     (``||Theta*^T W||_F^2 / ||W||_F^2``; NaN when ``data.theta`` is unknown).
 
     ``W1`` is the iterate at ``plateau_step`` (``None`` when no plateau was detected),
-    ``W_final`` the last iterate (of a diverged run: the one whose loss was non-finite), ``W0`` the start.  ``peak_step``, ``plateau_step`` and
-    ``escape_step``
-    come from ``phases`` (:func:`segment_phases`).  ``diverged`` is set when the loss or the
+    ``W_final`` the last iterate ``W^steps`` (of a diverged run: the one whose loss was
+    non-finite), ``W0`` the start.  ``peak_step``, ``plateau_step`` and ``escape_step`` come
+    from ``phases`` (:func:`segment_phases`).  ``diverged`` is set when the loss or the
     gradient became non-finite: the run ended there and that step is not recorded.
     ``seconds`` is the wall time of the steps, ``compile_seconds`` that of compiling (or
     loading from the cache) the kernels, measured on a one-row problem before the run.
@@ -392,10 +393,11 @@ def gradient_descent(
 ) -> GDRun:
     """Full-batch gradient descent with its phases (docs/theory.md section 7.2).
 
-    ``W_{t+1} = W_t - lr grad L(W_t)`` for ``steps`` steps from ``W0`` or, by default,
+    ``W_{t+1} = W_t - lr grad L(W_t)`` for ``steps`` updates from ``W0`` or, by default,
     ``init_scale * N(0, 1/d)`` entries drawn from ``rng`` (each neuron has norm about
-    ``init_scale``).  Each step is one pass over ``data.X`` (fused loss and gradient kernel),
-    plus one forward pass over ``test.X`` when a held-out ``test`` set (same model) is given.
+    ``init_scale``).  Each iterate ``W^0..W^steps`` costs one pass over ``data.X`` (fused loss
+    and gradient kernel), plus one forward pass over ``test.X`` when a held-out ``test`` set
+    (same model) is given; the curves record all ``steps + 1``.
     The curves are cut by :func:`segment_phases` with the rule ``segment`` (a
     :class:`PlateauRule`, default ``PlateauRule()``), online: ``W1`` is kept from a ring buffer
     of the last ``window + 1`` iterates when the plateau is confirmed ``window`` steps later.
@@ -416,7 +418,7 @@ def gradient_descent(
     Wt = _initial_weights(net, data, W0, init_scale, rng)
     start = np.ascontiguousarray(Wt.T)
     compile_seconds = _warm_up(prob)
-    curves = np.full((4, steps), np.nan)
+    curves = np.full((4, steps + 1), np.nan)
     t0 = time.perf_counter()
     with tqdm(total=steps, disable=not progress, desc="gradient descent", leave=False) as bar:
         state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, bool(stop_at_plateau))
@@ -441,17 +443,16 @@ def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, stop_at_plateau=Fals
         _segment_step(state, T, Wt, ring, curves[3], thr)
         esc = state["escape"]
         if stop_at_plateau and state["W1"] is not None:
-            T += 1
             break
         if stop_after is not None and esc is not None and T >= esc + stop_after:
-            T += 1
             break
         if T == curves.shape[1] - 1:
-            T += 1
             break
         Wt = Wt - prob.lr * G
         bar.update(1)
-    state["steps"], state["W_final"] = T, Wt
+    # T updates were made; W^0..W^T are recorded, or W^0..W^(T-1) when W^T diverged
+    state["steps"], state["W_final"] = max(T, 0), Wt
+    state["recorded"] = T if state["diverged"] else T + 1
     return state
 
 
@@ -480,7 +481,7 @@ def _segment_step(state, T, Wt, ring, overlap, thr) -> None:
 
 def _finish(state, curves, prob, seconds, compile_seconds, start) -> GDRun:
     """Assemble the :class:`GDRun` from the loop state."""
-    n = state["steps"]
+    n = state["recorded"]
     seg = state["seg"]
     phases = seg.finish(n)
     W1 = state["W1"]
@@ -500,7 +501,7 @@ def _finish(state, curves, prob, seconds, compile_seconds, start) -> GDRun:
         escape_step=phases.escape_step,
         phases=phases,
         lr=prob.lr,
-        steps=n,
+        steps=state["steps"],
         weight_decay=prob.wd,
         diverged=state["diverged"],
         seconds=seconds,

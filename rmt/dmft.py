@@ -114,6 +114,10 @@ def dmft_gd(
 ) -> DMFTResult:
     """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
 
+    The curves hold the iterates ``t = 0..steps-1``, so the solve is that of
+    ``steps - 1`` updates: :func:`rmt.gradient_descent` with ``steps - 1`` (whose
+    ``steps`` counts updates) has curves of the same length, step for step.
+
     ``model`` a :class:`rmt.MultiIndexModel`, ``net`` a :class:`rmt.TwoLayerNet` (or any
     object with ``width``, ``a``, ``sigma(U)`` and ``loss_derivatives(y, f)``), ``delta = n/d``,
     ``lr``, ``init_scale`` and ``weight_decay`` as in :func:`rmt.gradient_descent`.  ``M0``

@@ -176,14 +176,15 @@ def test_gradient_descent_matches_numpy_loop(rng):
         net, data, test=test, W0=W0, lr=0.3, steps=7, weight_decay=0.01, progress=False
     )
     W = W0.copy()
-    for t in range(7):
+    assert res.steps == 7 and res.loss.size == 8  # seven updates, iterates W^0..W^7
+    for t in range(8):
         value, grad = net.loss_and_grad(data, W, weight_decay=0.01)
         assert abs(res.loss[t] - value) <= 1e-12
         assert abs(res.test_loss[t] - net.loss_and_grad(test, W)[0]) <= 1e-12
         assert abs(res.grad_norm[t] - np.linalg.norm(grad)) <= 1e-12
         P = data.theta.T @ W
         assert abs(res.overlap[t] - np.sum(P * P) / np.sum(W * W)) <= 1e-12
-        if t < 6:
+        if t < 7:
             W = W - 0.3 * grad
     np.testing.assert_allclose(res.W_final, W, rtol=0, atol=1e-12)
     assert res.steps == 7 and not res.diverged and res.plateau_step is None and res.W1 is None
@@ -367,7 +368,7 @@ def _bottom_eigenpair(net, data, W):
 def _check_w1(net, data, res):
     """W1 is the iterate at the plateau step (replayed) and the phases follow the pure rule."""
     again = gradient_descent(
-        net, data, lr=res.lr, init_scale=1e-2, steps=res.plateau_step + 1, rng=3, progress=False
+        net, data, lr=res.lr, init_scale=1e-2, steps=res.plateau_step, rng=3, progress=False
     )
     np.testing.assert_array_equal(again.W_final, res.W1)
     assert res.phases == segment_phases(res.loss, res.grad_norm, res.overlap)

@@ -36,7 +36,7 @@ def _gradient_descent_at_points(model, net, lr, init):
         for j, t in enumerate(POINTS):
             kw = {"rng": 3000 + s, "init_scale": init} if W is None else {"W0": W}
             run = rmt.gradient_descent(
-                net, data, test=test, lr=lr, steps=t - start + 1, progress=False, **kw
+                net, data, test=test, lr=lr, steps=t - start, progress=False, **kw
             )
             assert not run.diverged, (s, t)
             W, start = run.W_final, t
