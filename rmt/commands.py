@@ -285,7 +285,8 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     label = config_label(replace(config, point="trained"))
     dmft = _learn_dmft(config, rows_by_d[config.d], quiet) if config.dmft else None
     _stage(quiet, "drawing the figures")
-    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], marks, label, dmft=dmft)
+    drawn = {**marks, "delta_gd": grid["delta_gd"], "delta_nn": grid["delta_nn"]}
+    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], drawn, label, dmft=dmft)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
     summary = {
@@ -317,7 +318,8 @@ def format_learn_summary(marks, per_d, estimates=None) -> str:
     marks : dict
         ``delta_nn``, ``delta_gd``, ``delta_pop``, ``delta_alg`` (a number or ``None``).
     per_d : dict
-        ``{d: {"delta_nn": value, "delta_gd": value}}``.
+        ``{d: {"delta_nn": ..., "delta_gd": ...}}``: numbers, or estimate dicts as in
+        ``learn.json`` (printed with their intervals).
     estimates : dict, optional
         ``{"delta_nn": dict, "delta_gd": dict}`` as in ``learn.json``: their intervals and
         reasons are printed with the values.
@@ -342,7 +344,10 @@ def format_learn_summary(marks, per_d, estimates=None) -> str:
         )
         lines.append(f"{name:<56} {text}")
     for d, v in sorted(per_d.items()):
-        nn, gd = (format_threshold_value(v[k]) for k in ("delta_nn", "delta_gd"))
+        nn, gd = (
+            format_estimate(v[k]) if isinstance(v[k], dict) else format_threshold_value(v[k])
+            for k in ("delta_nn", "delta_gd")
+        )
         lines.append(f"  d = {d}: delta_NN {nn}, delta_GD {gd}")
     return "\n".join(lines)
 
@@ -433,8 +438,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) ->
     write_table(out / "threshold_runs.csv", runs, LEARN_COLUMNS)
     files = ["threshold.json", "threshold_runs.csv"]
     marks = {k: summary[k] for k in ("delta_nn", "delta_gd", "delta_pop", "delta_alg")}
-    trend = {d: {k: v[k]["delta"] for k in v} for d, v in per_d.items()}
-    _say(format_learn_summary(marks, trend, per_d[config.d]))
+    _say(format_learn_summary(marks, per_d, per_d[config.d]))
     nn = per_d[config.d]["delta_nn"]
     _say(
         f"  delta_NN: the seed mean of the Theta* overlap of the bottom eigenvector at W1 "

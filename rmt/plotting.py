@@ -167,14 +167,44 @@ def plot_spectrum(
     return ax
 
 
+def _mark_value(entry):
+    """``(value, (lo, hi) or None)`` of a threshold mark: a number, or an estimate's dict
+    (``delta``, ``interval`` with ``None`` for an open end, as ``as_dict`` of the estimates)."""
+    if isinstance(entry, dict):
+        value, ends = entry.get("delta"), entry.get("interval")
+    else:
+        value, ends = entry, None
+    value = None if value is None else float(value)
+    return value, (None if ends is None else tuple(ends))
+
+
 def mark_thresholds(ax, thresholds: dict):
-    """Vertical lines at ``delta_alg``, ``delta_bbp`` and ``delta_pop`` (those that are finite)."""
-    for name, value in thresholds.items():
+    """Vertical lines at the finite thresholds of ``thresholds`` (``delta_alg``, ``delta_bbp``,
+    ``delta_pop``, ``delta_nn``, ``delta_gd``); an estimate given with its interval (a dict,
+    see :func:`_mark_value`) is drawn as a shaded band over the interval with the line at its
+    value, and its legend entry carries the interval.  On axes that already show data the
+    ``x`` limits stay those of the data: a mark outside them says so in its legend entry, and
+    an open end of an interval runs to the edge of the axes."""
+    had_data = ax.has_data()
+    limits = ax.get_xlim()
+    for name, entry in thresholds.items():
+        value, ends = _mark_value(entry)
         if value is None or not np.isfinite(value) or name not in MARKS:
             continue
         color, style = MARKS[name]
         label = f"{MARK_LABELS.get(name, name)} = {value:.3g}"
+        if ends is not None:
+            lo, hi = ends
+            label += f" [{'open' if lo is None else f'{lo:.3g}'}, "
+            label += f"{'open' if hi is None else f'{hi:.3g}'}]"
+            x0, x1 = limits
+            ax.axvspan(
+                x0 if lo is None else lo, x1 if hi is None else hi, color=color, alpha=0.12, lw=0
+            )
         ax.axvline(value, color=color, ls=style, lw=1.2, label=label)
+    if had_data:
+        ax.set_xlim(limits)
+        _note_marks_off_axis(ax)
     return ax
 
 
@@ -458,7 +488,21 @@ def _log_delta_axis(ax):
     ax.xaxis.set_minor_formatter(NullFormatter())
     lo, hi = ax.get_xlim()
     ax.set_xticks([t for t in (0.25, 0.5, 1, 2, 3, 4, 6, 8, 12, 16, 32) if lo <= t <= hi])
+    _note_marks_off_axis(ax)
     return ax
+
+
+def _note_marks_off_axis(ax):
+    """Say in its legend entry where a vertical threshold mark lies outside the ``x`` limits
+    (it is not drawn there)."""
+    lo, hi = sorted(ax.get_xlim())
+    for line in ax.lines:
+        x = np.asarray(line.get_xdata(), dtype=float)
+        label = line.get_label()
+        if x.size != 2 or x[0] != x[1] or label.startswith("_") or "axis)" in label:
+            continue
+        if x[0] < lo or x[0] > hi:
+            line.set_label(f"{label} ({'left' if x[0] < lo else 'right'} of the axis)")
 
 
 def _by_delta(rows, column):

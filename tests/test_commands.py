@@ -85,3 +85,20 @@ def test_panel_density_next_to_the_atom_matches_a_monte_carlo_law():
     )
     ref = bulk_density(mc, 1 / 3, x[near], eta=eta).density
     np.testing.assert_allclose(rho[near], ref, atol=0.04)
+
+
+def test_learn_summary_prints_every_threshold_with_its_interval():
+    """Each simulated threshold, at the main size and per size, is printed with the interval
+    of its estimate; one without a value prints its reason, never ``nan``."""
+    nn = {"delta": 3.46, "interval": [2.0, 4.0], "reason": ""}
+    gd = {"delta": None, "interval": None, "reason": "no seed learned at any delta"}
+    marks = {"delta_nn": 3.46, "delta_gd": None, "delta_pop": 0.84, "delta_alg": 0.5}
+    text = commands.format_learn_summary(
+        marks, {200: {"delta_nn": nn, "delta_gd": gd}}, {"delta_nn": nn, "delta_gd": gd}
+    )
+    lines = text.splitlines()
+    assert "3.46 [2, 4]" in lines[0] and "not determined: no seed learned" in lines[1]
+    assert lines[-1] == (
+        "  d = 200: delta_NN 3.46 [2, 4], delta_GD not determined: no seed learned at any delta"
+    )
+    assert "nan" not in text.lower()

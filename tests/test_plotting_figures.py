@@ -309,3 +309,40 @@ def test_threshold_status_from_older_tables():
     assert _bar_rows(fig.axes[0]) == [0.0, 1.0]
     with pytest.raises(ValueError, match="status must be one of"):
         plotting.threshold_status({"status": "maybe", "delta_pop": 1.0})
+
+
+def test_thresholds_with_intervals_are_drawn_as_bands():
+    """An estimate with an interval is a band over exactly that interval (an open end runs to
+    the edge of the axes) and its legend says the interval; a bare number is a line only."""
+    fig = plotting.new_figure()[0]
+    ax = fig.axes[0]
+    ax.plot([1.0, 8.0], [0.0, 1.0])
+    marks = {
+        "delta_nn": {"delta": 3.46, "interval": [2.0, 4.0]},
+        "delta_gd": {"delta": 2.45, "interval": [2.0, None]},
+        "delta_alg": 1.5,
+    }
+    x1 = ax.get_xlim()[1]
+    plotting.mark_thresholds(ax, marks)
+    assert ax.get_xlim()[1] == x1
+    spans = sorted(
+        tuple(np.round(p.get_x() + np.array([0.0, p.get_width()]), 12)) for p in ax.patches
+    )
+    assert spans == sorted([(2.0, 4.0), (2.0, round(x1, 12))])
+    labels = [line.get_label() for line in ax.lines[1:]]
+    assert any("3.46 [2, 4]" in s for s in labels)
+    assert any("2.45 [2, open]" in s for s in labels)
+    assert any(s.endswith("= 1.5") for s in labels)
+
+
+def test_threshold_marks_off_the_delta_axis_say_so():
+    """A threshold outside the plotted ``delta`` range is not drawn: its legend entry says on
+    which side of the axis it lies; one inside is left as it is."""
+    fig = plotting.new_figure()[0]
+    ax = fig.axes[0]
+    ax.plot([2.0, 3.0, 4.0], [0.1, 0.5, 0.8], "o")
+    plotting.mark_thresholds(ax, {"delta_alg": 0.5, "delta_nn": 2.5})
+    plotting._log_delta_axis(ax)
+    labels = {line.get_label() for line in ax.lines[1:]}
+    assert any(s.endswith("= 0.5 (left of the axis)") for s in labels)
+    assert any(s.endswith("= 2.5") for s in labels)

@@ -606,8 +606,8 @@ def learn_sweep(config, out=None, progress=True) -> dict:
         ``by_d`` (``{d: run_learn result}``); ``grid``, the thresholds of the grid at
         ``config.d``: ``delta_gd`` (seed majority learns, :func:`threshold_from_grid`) and
         ``delta_nn`` (the order parameter at ``W1`` crosses its level,
-        :func:`order_parameter_from_grid`, docs/theory.md section 7.4); ``per_d``, both values
-        at every ``d``; ``reference``, ``delta_pop`` and ``delta_alg``
+        :func:`order_parameter_from_grid`, docs/theory.md section 7.4); ``per_d``, both estimates
+        (value, interval, reason) at every ``d``; ``reference``, ``delta_pop`` and ``delta_alg``
         (:func:`reference_thresholds`).
     """
     import pathlib
@@ -625,7 +625,7 @@ def learn_sweep(config, out=None, progress=True) -> dict:
         }
         for d, r in by_d.items()
     }
-    per_d = {d: {k: v["delta"] for k, v in g.items()} for d, g in grids.items()}
+    per_d = {d: dict(g) for d, g in grids.items()}
     ref = reference_thresholds(config)
     return {"by_d": by_d, "grid": grids[config.d], "per_d": per_d, "reference": ref}
 
