@@ -174,7 +174,8 @@ def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
     if theory.curve is not None:
         write_table(out / "theory_curve.csv", columns_table(theory.curve), list(theory.curve))
     _stage(quiet, "drawing the figures")
-    fig = sweep_figure(rows, theory.curve, theory.thresholds, config_label(config))
+    label = config_label(config)
+    fig = sweep_figure(rows, theory.curve, theory.thresholds, label, reason=theory.reason)
     save_figure_atomic(fig, out / "outliers_vs_delta.png")
     if theory.panels:
         fig = spectra_figure(theory.panels, config_label(config))

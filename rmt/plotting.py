@@ -27,14 +27,25 @@ MARKS = {
     "delta_nn": ("#2980b9", "-"),
     "delta_gd": ("#7f8c8d", (0, (5, 2, 1, 2))),
 }
-#: legend names of the threshold marks
-MARK_LABELS = {
-    "delta_alg": r"$\delta_{alg}$ (spectral methods)",
-    "delta_bbp": r"$\delta_{BBP}$ (population point)",
-    "delta_pop": r"$\delta_{pop}$ (population point)",
-    "delta_nn": r"$\delta_{NN}$ (Hessian at $W_1$, simulated)",
-    "delta_gd": r"$\delta_{GD}$ (GD learns, simulated)",
+#: symbols and notes of the threshold marks; their legend names are ``symbol (note)``
+MARK_SYMBOLS = {
+    "delta_alg": r"$\delta_{alg}$",
+    "delta_bbp": r"$\delta_{BBP}$",
+    "delta_pop": r"$\delta_{pop}$",
+    "delta_nn": r"$\delta_{NN}$",
+    "delta_gd": r"$\delta_{GD}$",
 }
+MARK_NOTES = {
+    "delta_alg": "spectral methods",
+    "delta_bbp": "population point",
+    "delta_pop": "population point",
+    "delta_nn": r"Hessian at $W_1$, simulated",
+    "delta_gd": "GD learns, simulated",
+}
+#: legend names of the threshold marks
+MARK_LABELS = {k: f"{MARK_SYMBOLS[k]} ({MARK_NOTES[k]})" for k in MARK_SYMBOLS}
+#: marks whose values agree to this relative tolerance are drawn as one line
+COINCIDE_RTOL = 1e-9
 
 
 def new_figure(nrows=1, ncols=1, width=5.0, height=3.6, **kwargs):
@@ -105,12 +116,14 @@ def plot_spectrum(
     """Histogram of ``eigenvalues`` with the predicted density, edges and outliers on top.
 
     ``density`` is ``(x, rho)`` for the continuous part, drawn with the legend label
-    ``density_label``; ``edges`` is ``(lo, hi)``;
-    ``outliers`` are predicted values (red triangles) and ``sim_outliers`` empirical extreme
-    eigenvalues (dark crosses).  Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the
-    atom: they are left out of the histogram (which keeps the normalisation of the whole
-    spectrum, like ``rho``) and their fraction is written on the plot.  With ``legend`` the
-    legend is drawn outside the Axes; figures pass False and draw one for all panels.
+    ``density_label`` and only inside the predicted support ``edges = (lo, hi)`` (a smoothed
+    density has tails past the edges that the law has not); ``outliers`` are predicted values
+    (red triangles above the axis) and ``sim_outliers`` empirical extreme eigenvalues, drawn as
+    a rug of dark ticks in a strip below the histogram's baseline, where no bar hides them.
+    Eigenvalues within ``atom_tol * max|lambda|`` of 0 form the atom: they are left out of the
+    histogram (which keeps the normalisation of the whole spectrum, like ``rho``) and their
+    fraction is written on the plot.  With ``legend`` the legend is drawn outside the Axes;
+    figures pass False and draw one for all panels.
     """
     ev = np.asarray(eigenvalues, dtype=float)
     at_zero = np.abs(ev) <= atom_tol * np.max(np.abs(ev))
@@ -133,17 +146,20 @@ def plot_spectrum(
             fontsize=7,
             va="top",
         )
+    lo, hi = (-np.inf, np.inf) if edges is None else (float(edges[0]), float(edges[1]))
+    lo, hi = (lo if np.isfinite(lo) else -np.inf), (hi if np.isfinite(hi) else np.inf)
     if density is not None:
-        ax.plot(density[0], density[1], color=THEORY_COLOR, lw=1.4, label=density_label)
-    finite_edges = [e for e in (edges if edges is not None else ()) if np.isfinite(e)]
-    for i, e in enumerate(finite_edges):
+        x, rho = (np.asarray(v, dtype=float) for v in density)
+        inside = (x >= lo) & (x <= hi)
+        ax.plot(x[inside], rho[inside], color=THEORY_COLOR, lw=1.4, label=density_label)
+    for i, e in enumerate(e for e in (lo, hi) if np.isfinite(e)):
         label = "predicted bulk edges" if i == 0 else None
         ax.axvline(e, color=THEORY_COLOR, lw=0.8, ls="--", label=label)
     ymax = ax.get_ylim()[1]
     if outliers is not None and len(outliers):
         ax.plot(
             outliers,
-            np.full(len(outliers), 0.08 * ymax),
+            np.full(len(outliers), 0.1 * ymax),
             "v",
             color=THEORY_COLOR,
             ms=8,
@@ -152,12 +168,16 @@ def plot_spectrum(
     if sim_outliers is not None and len(sim_outliers):
         ax.plot(
             sim_outliers,
-            np.full(len(sim_outliers), 0.03 * ymax),
-            "x",
+            np.full(len(sim_outliers), -RUG_DEPTH / 2 * ymax),
+            "|",
             color=SIM_COLOR,
-            ms=7,
+            ms=9,
+            mew=1.6,
             label="empirical extremes",
         )
+        ax.axhline(0.0, color="0.55", lw=0.6)  # the baseline above the rug
+        ax.set_ylim(-RUG_DEPTH * ymax, ymax)
+        ax.set_yticks([t for t in ax.get_yticks() if 0 <= t <= ymax])  # no negative density
     ax.set_xlabel("eigenvalue")
     ax.set_ylabel("density")
     if title:
@@ -165,6 +185,10 @@ def plot_spectrum(
     if legend:
         _axes_legend(ax)
     return ax
+
+
+#: depth of the rug of empirical extremes below a histogram, a fraction of its height
+RUG_DEPTH = 0.1
 
 
 def _mark_value(entry):
@@ -182,17 +206,16 @@ def mark_thresholds(ax, thresholds: dict):
     """Vertical lines at the finite thresholds of ``thresholds`` (``delta_alg``, ``delta_bbp``,
     ``delta_pop``, ``delta_nn``, ``delta_gd``); an estimate given with its interval (a dict,
     see :func:`_mark_value`) is drawn as a shaded band over the interval with the line at its
-    value, and its legend entry carries the interval.  On axes that already show data the
-    ``x`` limits stay those of the data: a mark outside them says so in its legend entry, and
-    an open end of an interval runs to the edge of the axes."""
+    value, and its legend entry carries the interval.  Marks at the same value (within
+    :data:`COINCIDE_RTOL`, with the same interval) are one line with one legend entry that
+    names them all.  On axes that already show data the ``x`` limits stay those of the data:
+    a mark outside them says so in its legend entry, and an open end of an interval runs to
+    the edge of the axes."""
     had_data = ax.has_data()
     limits = ax.get_xlim()
-    for name, entry in thresholds.items():
-        value, ends = _mark_value(entry)
-        if value is None or not np.isfinite(value) or name not in MARKS:
-            continue
-        color, style = MARKS[name]
-        label = f"{MARK_LABELS.get(name, name)} = {value:.3g}"
+    for names, value, ends in _mark_groups(thresholds):
+        color, style = MARKS[names[0]]
+        label = f"{_group_label(names)} = {value:.3g}"
         if ends is not None:
             lo, hi = ends
             label += f" [{'open' if lo is None else f'{lo:.3g}'}, "
@@ -208,6 +231,35 @@ def mark_thresholds(ax, thresholds: dict):
     return ax
 
 
+def _coincide(a: float, b: float, rtol: float = COINCIDE_RTOL) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b))
+
+
+def _mark_groups(thresholds: dict) -> list:
+    """``[names, value, ends]`` of the finite known marks, one group per distinct value (and
+    interval), in the order of first appearance."""
+    groups = []
+    for name, entry in thresholds.items():
+        value, ends = _mark_value(entry)
+        if value is None or not np.isfinite(value) or name not in MARKS:
+            continue
+        for group in groups:
+            if group[2] == ends and _coincide(group[1], value):
+                group[0].append(name)
+                break
+        else:
+            groups.append([[name], value, ends])
+    return groups
+
+
+def _group_label(names) -> str:
+    """The legend name of marks at one value: ``symbol = symbol (note; note)``."""
+    notes = list(dict.fromkeys(MARK_NOTES.get(n, "") for n in names))
+    symbols = " = ".join(MARK_SYMBOLS.get(n, n) for n in names)
+    notes = "; ".join(n for n in notes if n)
+    return f"{symbols} ({notes})" if notes else symbols
+
+
 def summarize_by_delta(rows, column, index=0):
     """Mean and standard deviation across seeds of ``column`` at eigen-index ``index``."""
     table = {}
@@ -220,8 +272,46 @@ def summarize_by_delta(rows, column, index=0):
     return deltas, mean, std
 
 
-def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=True):
-    """Bottom eigenvalue against ``delta``: simulation (mean +- sd over seeds), theory, edge."""
+def _finite(values) -> np.ndarray:
+    """``values`` as floats (``None`` as NaN) and the mask of the finite ones."""
+    v = np.array([np.nan if x is None else x for x in np.ravel(values)], dtype=float)
+    return v, np.isfinite(v)
+
+
+def panel_note(ax, text, y=0.95, fontsize=8, width=48):
+    """A message written in the Axes (top centre, over a light box): what a panel without its
+    curve says instead, so that it never looks empty by mistake."""
+    lines = [textwrap.fill(part, width, break_on_hyphens=False) for part in text.split("\n")]
+    return ax.text(
+        0.5,
+        y,
+        "\n".join(lines),
+        transform=ax.transAxes,
+        ha="center",
+        va="top",
+        fontsize=fontsize,
+        style="italic",
+        bbox=dict(fc="white", ec="0.8", alpha=0.9, pad=3),
+    )
+
+
+def no_transition_text(what, reason=None, deltas=None) -> str:
+    """The text "no transition: ..." with the range of ``delta`` and the reason."""
+    text = f"no transition: {what}"
+    if deltas is not None and len(deltas):
+        text += rf" for $\delta$ in [{np.min(deltas):.3g}, {np.max(deltas):.3g}]"
+    reason = " ".join(str(reason or "").split())
+    if reason:
+        text += "\n" + (reason if len(reason) <= 160 else reason[:157] + "...")
+    return text
+
+
+def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=True, reason=None):
+    """Bottom eigenvalue against ``delta``: simulation (mean +- sd over seeds), theory, edge.
+
+    Only the predicted curves that have a finite value are drawn (and listed in the legend);
+    where the theory predicts no outlier over the whole range, the panel says "no transition",
+    with ``reason`` (why there is none, e.g. ``ThresholdResult.reason``) when it is given."""
     dl, mean, std = summarize_by_delta(rows, "eigenvalue")
     ax.errorbar(
         dl,
@@ -234,9 +324,15 @@ def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=T
         label="simulation: bottom eigenvalue",
     )
     if theory_curve is not None:
-        x = theory_curve["delta"]
-        ax.plot(x, theory_curve["edge_lo"], color="0.4", lw=1.2, label="predicted bulk edge")
-        ax.plot(x, theory_curve["outlier"], color=THEORY_COLOR, lw=1.6, label="predicted outlier")
+        x = np.asarray(theory_curve["delta"], dtype=float)
+        edge, has_edge = _finite(theory_curve["edge_lo"])
+        outlier, has_outlier = _finite(theory_curve["outlier"])
+        if has_edge.any():
+            ax.plot(x, edge, color="0.4", lw=1.2, label="predicted bulk edge")
+        if has_outlier.any():
+            ax.plot(x, outlier, color=THEORY_COLOR, lw=1.6, label="predicted outlier")
+        else:
+            panel_note(ax, no_transition_text("no outlier predicted below the bulk edge", reason))
     ax.axhline(0.0, color="0.8", lw=0.8)
     mark_thresholds(ax, thresholds or {})
     ax.set_xlabel(r"$\delta = n/d$")
@@ -246,8 +342,10 @@ def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=T
     return ax
 
 
-def plot_overlap(ax, rows, theory_curve=None, thresholds=None, legend=True):
-    """Squared overlap of the bottom eigenvector with ``Theta*`` against ``delta``."""
+def plot_overlap(ax, rows, theory_curve=None, thresholds=None, legend=True, reason=None):
+    """Squared overlap of the bottom eigenvector with ``Theta*`` against ``delta``; without a
+    predicted outlier anywhere in the range the panel says "no transition" (with ``reason``)
+    instead of drawing an empty prediction."""
     dl, mean, std = summarize_by_delta(rows, "overlap_theta")
     ax.errorbar(
         dl,
@@ -260,13 +358,13 @@ def plot_overlap(ax, rows, theory_curve=None, thresholds=None, legend=True):
         label="simulation: overlap of the bottom eigenvector",
     )
     if theory_curve is not None:
-        ax.plot(
-            theory_curve["delta"],
-            theory_curve["overlap_theta"],
-            color=THEORY_COLOR,
-            lw=1.6,
-            label="predicted overlap",
-        )
+        x = np.asarray(theory_curve["delta"], dtype=float)
+        overlap, has_overlap = _finite(theory_curve["overlap_theta"])
+        if has_overlap.any():
+            ax.plot(x, overlap, color=THEORY_COLOR, lw=1.6, label="predicted overlap")
+        else:
+            what = r"no outlier, so no predicted overlap with $\Theta^*$"
+            panel_note(ax, no_transition_text(what, reason, x), y=0.7)
     mark_thresholds(ax, thresholds or {})
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel(r"$\delta = n/d$")
@@ -412,10 +510,19 @@ def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None
 # ---------------------------------------------------------------------------------------------
 # whole figures of the command line
 # ---------------------------------------------------------------------------------------------
+#: most spectrum panels in a row of :func:`spectra_figure`
+PANELS_PER_ROW = 3
+
+
 def spectra_figure(panels, title=""):
-    """One histogram per spectrum panel (:func:`rmt.experiments.spectrum_panel`), in a row."""
-    fig, axes = new_figure(1, len(panels), width=3.6, height=3.0)
-    for ax, p in zip(axes[0], panels):
+    """One histogram per spectrum panel (:func:`rmt.experiments.spectrum_panel`), on a grid of
+    at most :data:`PANELS_PER_ROW` panels a row, the rows filled evenly (four panels: 2 x 2)."""
+    nrows = max(1, math.ceil(len(panels) / PANELS_PER_ROW))
+    ncols = max(1, math.ceil(len(panels) / nrows))
+    fig, axes = new_figure(nrows, ncols, width=4.0 if ncols > 1 else 5.0, height=3.2)
+    for ax in axes.flat[len(panels) :]:
+        ax.remove()  # an incomplete last row
+    for ax, p in zip(axes.flat, panels):
         plot_spectrum(
             ax,
             p["eigenvalues"],
@@ -423,20 +530,21 @@ def spectra_figure(panels, title=""):
             edges=p.get("edges"),
             outliers=p.get("outliers"),
             sim_outliers=p["eigenvalues"][:2],
-            title=rf"$\delta$ = {p['delta']:g}",
+            title=rf"$\delta$ = {p['delta']:.3g}",
             density_label="predicted density (smoothed to the plot's resolution)",
             legend=False,
         )
-    figure_legend(fig, axes)
+    figure_legend(fig, axes.flat[: len(panels)])
     set_title(fig, title, fontsize=10)
     return fig
 
 
-def sweep_figure(rows, curve=None, thresholds=None, title=""):
-    """Bottom eigenvalue and overlap against ``delta``: sweep rows next to the prediction."""
+def sweep_figure(rows, curve=None, thresholds=None, title="", reason=None):
+    """Bottom eigenvalue and overlap against ``delta``: sweep rows next to the prediction;
+    ``reason`` says why the theory has no transition (written where no outlier is predicted)."""
     fig, axes = new_figure(1, 2, width=5.0, height=3.6)
     plot_outlier_location(axes[0][0], rows, curve, thresholds, legend=False)
-    plot_overlap(axes[0][1], rows, curve, thresholds, legend=False)
+    plot_overlap(axes[0][1], rows, curve, thresholds, legend=False, reason=reason)  # once
     figure_legend(fig, axes)
     set_title(fig, title, fontsize=10)
     return fig

@@ -7,6 +7,8 @@ the bounding box of every legend; the suptitle's box against the figure's box.
 """
 
 import functools
+import re
+import struct
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import Collection
+from matplotlib.container import Container
 from matplotlib.lines import Line2D
 
 from rmt import plotting
@@ -26,7 +29,7 @@ def _spectrum_panels(deltas, rng):
     panels = []
     for delta in deltas:
         ev = np.sort(np.concatenate([rng.uniform(-1.0, 3.0, 400), [-1.8, -1.5]]))
-        x = np.linspace(-1.0, 3.0, 120)
+        x = np.linspace(-1.9, 3.4, 120)  # smoothed over the eigenvalues: past the edges
         panels.append(
             {
                 "delta": delta,
@@ -57,6 +60,30 @@ def _sweep(rng):
     x = np.linspace(0.5, 6, 30)
     curve = {"delta": x, "edge_lo": -0.05 * x, "outlier": -0.1 * x, "overlap_theta": 0.15 * x}
     return rows, curve
+
+
+#: the thresholds and reason of a point without a transition (as ``rmt sweep --activation
+#: relu`` gets them from ``population_threshold``)
+NO_TRANSITION = {"delta_alg": 0.5, "delta_bbp": np.inf, "delta_pop": np.inf}
+NO_REASON = (
+    "every curvature block D is positive semidefinite, so the Hessian has no negative "
+    "direction at any delta"
+)
+#: the deltas of the spectrum figures (``spectra_4`` as a range ``--delta 0.5:4:8`` gives them)
+SPECTRA = {
+    "spectra_1": [4.0],
+    "spectra_3": [1.0, 2.0, 4.0],
+    "spectra_4": [0.5, 1.0 + 2.0 / 7.0, 2.5, 4.0],
+}
+
+
+def _sweep_without_transition(rng):
+    """A sweep whose theory predicts no outlier anywhere: the outlier and overlap are NaN."""
+    rows, curve = _sweep(rng)
+    for r in rows:
+        r["eigenvalue"], r["overlap_theta"] = 0.001 * r["delta"], 0.01
+    nan = np.full(curve["delta"].size, np.nan)
+    return rows, dict(curve, edge_lo=0.001 * curve["delta"], outlier=nan, overlap_theta=nan)
 
 
 def _training():
@@ -129,11 +156,13 @@ def _build(name):
     """The figure ``name`` of :data:`FIGURES`, from synthetic data."""
     rng = np.random.default_rng(0)
     if name.startswith("spectra"):
-        deltas = [4.0] if name == "spectra_1" else [1.0, 2.0, 4.0]
-        return plotting.spectra_figure(_spectrum_panels(deltas, rng), LONG_TITLE)
+        return plotting.spectra_figure(_spectrum_panels(SPECTRA[name], rng), LONG_TITLE)
     if name == "sweep":
         rows, curve = _sweep(rng)
         return plotting.sweep_figure(rows, curve, THRESHOLDS, LONG_TITLE)
+    if name == "sweep_none":
+        rows, curve = _sweep_without_transition(rng)
+        return plotting.sweep_figure(rows, curve, NO_TRANSITION, LONG_TITLE, reason=NO_REASON)
     if name == "threshold":
         return plotting.threshold_figure(_threshold_rows(), "population point")
     if name == "training":
@@ -145,7 +174,9 @@ def _build(name):
 FIGURES = [
     "spectra_1",
     "spectra_3",
+    "spectra_4",
     "sweep",
+    "sweep_none",
     "threshold",
     "training",
     "learning_transition.png",
@@ -346,3 +377,129 @@ def test_threshold_marks_off_the_delta_axis_say_so():
     labels = {line.get_label() for line in ax.lines[1:]}
     assert any(s.endswith("= 0.5 (left of the axis)") for s in labels)
     assert any(s.endswith("= 2.5") for s in labels)
+
+
+# ----------------------------------------------------------------------------- legend entries
+def _shows_data(handle, ax):
+    """Whether a legend handle is an artist that shows data in ``ax``: finite points inside its
+    ``x`` limits (a vertical mark outside them may stay in the legend if its label says on
+    which side of the axis it lies), a non-empty collection, a bar."""
+    if isinstance(handle, Container):
+        return any(_shows_data(c, ax) for c in handle.get_children())
+    if isinstance(handle, Line2D):
+        xy = np.asarray(handle.get_xydata(), dtype=float)
+        xy = xy[np.isfinite(xy).all(axis=1)]
+        if not handle.get_visible() or not len(xy):
+            return False
+        lo, hi = sorted(ax.get_xlim())
+        inside = (xy[:, 0] >= lo) & (xy[:, 0] <= hi)
+        return bool(inside.any()) or "of the axis)" in handle.get_label()
+    if isinstance(handle, Collection):
+        return len(handle.get_offsets()) > 0 or len(handle.get_paths()) > 0
+    return handle.get_visible()
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_legend_entry_is_drawn(out_dir, name):
+    """The legend lists only what a panel shows: no entry for a predicted curve without a
+    finite value (or a mark without a value)."""
+    fig = _saved(name, out_dir)
+    shown = set()
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if _shows_data(handle, ax):
+                shown.add(label)
+    labels = [t.get_text() for t in _legends(fig)[0].get_texts()]
+    assert labels and not [s for s in labels if s not in shown], (name, shown)
+
+
+def test_a_sweep_without_transition_says_so(out_dir):
+    """``rmt sweep --activation relu``: the theory has no outlier; both panels say "no
+    transition" (the overlap panel with the reason) and the legend has no predicted outlier,
+    overlap, or threshold without a value."""
+    fig = _saved("sweep_none", out_dir)
+    ax_value, ax_overlap = fig.axes[:2]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not [s for s in labels if "predicted outlier" in s or "predicted overlap" in s]
+    assert not [s for s in labels if "BBP" in s or "pop" in s], labels  # infinite: not drawn
+    assert any("bulk edge" in s for s in labels)  # the finite predicted curve is drawn
+    for ax in (ax_value, ax_overlap):
+        assert any("no transition" in t.get_text() for t in ax.texts)
+    note = " ".join(" ".join(t.get_text() for t in ax_overlap.texts).split())
+    assert " ".join(NO_REASON.split()) in note
+
+
+def _png_size(path):
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    return width, height
+
+
+def test_spectra_are_a_grid_of_readable_panels(out_dir):
+    """At most three panels a row, a figure about as tall as wide, titles with the deltas to
+    three significant digits (not four decimals)."""
+    fig = _saved("spectra_4", out_dir)
+    deltas = SPECTRA["spectra_4"]
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    assert len(axes) == len(deltas)
+    per_row = {}
+    for ax in axes:
+        per_row.setdefault(round(ax.get_position().y0, 3), []).append(ax)
+    assert max(len(r) for r in per_row.values()) <= 3 and len(per_row) >= 2
+    width, height = _png_size(out_dir / "spectra_4.png")
+    assert 0.75 <= width / height <= 2.2, (width, height)
+    for ax, delta in zip(axes, deltas):
+        title = ax.get_title()
+        assert not re.search(r"\d\.\d{4}", title), title
+        shown = float(re.search(r"=\s*([0-9.eE+-]+)", title).group(1))
+        assert shown == pytest.approx(delta, rel=5e-3) and shown == float(f"{delta:.3g}")
+
+
+def test_spectrum_density_stays_inside_the_predicted_edges(out_dir):
+    fig = _saved("spectra_4", out_dir)
+    panels = _spectrum_panels(SPECTRA["spectra_4"], np.random.default_rng(0))
+    axes = [ax for ax in fig.axes if ax.has_data()]
+    for ax, p in zip(axes, panels):
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith("predicted density")]
+        x = np.asarray(line.get_xdata())
+        lo, hi = p["edges"]
+        grid = p["density"][0]
+        step = grid[1] - grid[0]
+        assert x.min() >= lo and x.max() <= hi
+        assert x.min() <= lo + step and x.max() >= hi - step  # the whole support is drawn
+        assert np.any(grid < lo) and np.any(grid > hi)  # the data did run past the edges
+
+
+def test_spectrum_extremes_are_visible_below_the_bars(out_dir):
+    """The empirical extreme eigenvalues are a rug below the histogram's baseline, inside the
+    Axes, at their values; the predicted outlier sits above the baseline."""
+    fig = _saved("spectra_4", out_dir)
+    panels = _spectrum_panels(SPECTRA["spectra_4"], np.random.default_rng(0))
+    axes = [ax for ax in fig.axes if ax.has_data()]
+    for ax, p in zip(axes, panels):
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        rug, predicted = lines["empirical extremes"], lines["predicted outlier"]
+        np.testing.assert_array_equal(rug.get_xdata(), p["eigenvalues"][:2])
+        bottom, top = ax.get_ylim()
+        y = np.asarray(rug.get_ydata())
+        assert np.all(y < 0) and np.all(y > bottom)  # below every bar, inside the Axes
+        assert np.all(np.asarray(predicted.get_ydata()) > 0)
+        np.testing.assert_array_equal(predicted.get_xdata(), p["outliers"])
+
+
+def test_coinciding_thresholds_are_one_line():
+    """delta_BBP and delta_pop at the same value (to 1e-9 relative) are one line with one
+    legend entry naming both; values that differ more stay separate lines."""
+    fig = plotting.new_figure()[0]
+    ax = fig.axes[0]
+    ax.plot([0.2, 2.0], [0.0, 1.0])
+    pop = 0.8365098225255967
+    marks = {"delta_alg": 0.5, "delta_bbp": pop, "delta_pop": pop * (1 + 1e-12), "delta_nn": 0.84}
+    plotting.mark_thresholds(ax, marks)
+    values = sorted(marks.values())
+    distinct = 1 + sum(b - a > 1e-9 * b for a, b in zip(values, values[1:]))
+    lines = ax.lines[1:]
+    assert len(lines) == distinct == 3
+    labels = [line.get_label() for line in lines]
+    (both,) = [s for s in labels if "BBP" in s]
+    assert "pop" in both and sum("pop" in s for s in labels) == 1
+    assert both.endswith(f"= {pop:.3g}")

@@ -249,12 +249,14 @@ class SweepTheory:
     ``curve``: :func:`theory_curve` on a geometric grid over the swept range (``None`` for a
     point without a Gaussian law); ``thresholds``: ``delta_alg``, ``delta_bbp`` and
     ``delta_pop`` of the point (empty without a law); ``panels``: full spectra at up to
-    ``n_spectra`` of the swept ``delta`` (empty above the dense limit).
+    ``n_spectra`` of the swept ``delta`` (empty above the dense limit); ``reason``: why the
+    point has no transition (empty when it has one), written in the figure.
     """
 
     curve: dict | None
     thresholds: dict = field(default_factory=dict)
     panels: list = field(default_factory=list)
+    reason: str = ""
 
 
 @adaptive_threads
@@ -273,6 +275,7 @@ def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheo
             "delta_bbp": float(res.delta_bbp),
             "delta_pop": float(res.delta_pop),
         }
+        theory.reason = res.reason
     if config.width * config.d <= DENSE_LIMIT:
         idx = np.unique(np.linspace(0, len(config.deltas) - 1, n_spectra).round().astype(int))
         theory.panels = [
