@@ -477,9 +477,47 @@ def _short_reason(reason: str) -> str:
     return "none in the searched range"
 
 
+#: the gradient-norm panel shows at most this many decades below the largest value
+GRAD_NORM_DECADES = 8
+
+
+def step_axis(ax, last_step):
+    """A logarithmic step axis from step 1 to ``last_step``, with plain numbers as tick labels:
+    a plateau after tens of steps and an escape after thousands both show (step 0, the
+    start, is off a log axis)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlim(1.0, max(float(last_step), 10.0))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("step (log scale)")
+    return ax
+
+
+def clip_small_values(ax, values, decades=GRAD_NORM_DECADES):
+    """Set the lower ``y`` limit of a log axis ``decades`` below the largest positive value
+    when the values reach further down (round-off after convergence would fill the panel);
+    the panel's title says so.  Returns the limit, or None when nothing was clipped."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if not v.size:
+        return None
+    floor = v.max() * 10.0**-decades
+    if v.min() >= floor:
+        return None
+    ax.set_ylim(bottom=floor, top=v.max() * 2.0)
+    note = f"values below {floor:.1e} (1e-{decades} of the largest) not shown"
+    ax.set_title(note, fontsize=7, style="italic")  # above the panel: it hides no data
+    return floor
+
+
 def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None, legend=True):
     """Train and test loss, gradient norm and ``Theta*`` overlap against steps, on three axes,
-    with the plateau (end of the first phase), the escape and the predicted escape marked."""
+    with the plateau (end of the first phase), the escape and the predicted escape marked.
+
+    The step axis is logarithmic from step 1 (:func:`step_axis`), so that the first phase
+    and the escape both show; the gradient norm is clipped :data:`GRAD_NORM_DECADES` below its largest value
+    (:func:`clip_small_values`, which says so in the panel)."""
     ax_loss, ax_grad, ax_overlap = axes
     steps = np.asarray(curves["step"])
     ax_loss.semilogy(steps, curves["train_loss"], color=SIM_COLOR, lw=1.2, label="train")
@@ -487,6 +525,7 @@ def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None
         ax_loss.semilogy(steps, curves["test_loss"], color="#e67e22", lw=1.2, label="test")
     ax_loss.set_ylabel("loss")
     ax_grad.semilogy(steps, curves["grad_norm"], color=SIM_COLOR, lw=1.2)
+    clip_small_values(ax_grad, curves["grad_norm"])
     ax_grad.set_ylabel("gradient norm")
     ax_overlap.plot(steps, curves["overlap"], color=SIM_COLOR, lw=1.2)
     ax_overlap.set_ylabel(r"overlap with $\Theta^*$")
@@ -497,7 +536,7 @@ def plot_training(axes, curves, predicted_escape=None, plateau=None, escape=None
         (predicted_escape, THEORY_COLOR, "-.", "predicted escape"),
     ]
     for ax in axes:
-        ax.set_xlabel("step")
+        step_axis(ax, steps.max() if steps.size else 1)
         for value, color, style, label in marks:
             if value is not None and np.isfinite(value):
                 ax.axvline(value, color=color, ls=style, lw=1.2, label=label)

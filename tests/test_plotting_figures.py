@@ -503,3 +503,39 @@ def test_coinciding_thresholds_are_one_line():
     (both,) = [s for s in labels if "BBP" in s]
     assert "pop" in both and sum("pop" in s for s in labels) == 1
     assert both.endswith(f"= {pop:.3g}")
+
+
+# ----------------------------------------------------------------------------- training, learning
+def test_training_steps_show_both_phases_and_round_off_is_clipped():
+    """A plateau after ~100 steps of ~3000 takes a good part of the step axis (not a sliver),
+    and a gradient norm that falls to round-off (1e-15) is clipped 1e-8 below its largest
+    value, which the panel says."""
+    curves = _training()
+    steps = curves["step"]
+    curves["grad_norm"] = np.where(steps < 2000, curves["grad_norm"], 1e-15)
+    plateau, escape = 120, 1500
+    fig = plotting.training_figure(curves, None, plateau, escape, LONG_TITLE)
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    ax_loss, ax_grad, ax_overlap = fig.axes[:3]
+    for ax in (ax_loss, ax_grad, ax_overlap):
+        x0, x_plateau, x_last = (
+            ax.transData.transform((v, 1.0))[0] for v in (max(steps[1], 1), plateau, steps[-1])
+        )
+        width = ax.bbox.width
+        assert (x_plateau - ax.bbox.x0) / width > 0.25, "the first phase is a sliver"
+        assert (x_last - x_plateau) / width > 0.25, "the second phase is a sliver"
+        assert ax.bbox.x0 - 1 <= x0 and x_last <= ax.bbox.x1 + 1
+    largest = np.max(curves["grad_norm"])
+    bottom = ax_grad.get_ylim()[0]
+    assert bottom == pytest.approx(1e-8 * largest, rel=1e-6)
+    texts = [ax_grad.get_title()] + [t.get_text() for t in ax_grad.texts]
+    assert any("not shown" in t and f"{1e-8 * largest:.1e}" in t for t in texts), texts
+
+
+def test_training_gradient_norm_is_not_clipped_without_need():
+    curves = _training()
+    fig = plotting.training_figure(curves, None, 120, 1500, LONG_TITLE)
+    ax_grad = fig.axes[1]
+    assert ax_grad.get_ylim()[0] <= np.min(curves["grad_norm"])
+    assert not ax_grad.get_title()
