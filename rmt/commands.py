@@ -287,7 +287,8 @@ def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
     dmft = _learn_dmft(config, rows_by_d[config.d], quiet) if config.dmft else None
     _stage(quiet, "drawing the figures")
     drawn = {**marks, "delta_gd": grid["delta_gd"], "delta_nn": grid["delta_nn"]}
-    figs = learn_figures(rows_by_d, res["by_d"][config.d]["curves"], drawn, label, dmft=dmft)
+    curves = res["by_d"][config.d]["curves"]
+    figs = learn_figures(rows_by_d, curves, drawn, label, dmft=dmft, d=config.d)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
     summary = {

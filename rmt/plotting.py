@@ -688,23 +688,59 @@ def plot_learning_transition(ax, rows_by_d, thresholds, legend=True):
     return ax
 
 
-def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=True, dmft=None):
-    """Test loss and overlap against steps for a few ``delta`` (one seed): the plateau and its
-    growth as ``delta`` comes down towards the threshold.  ``dmft`` (``{delta: DMFTHessian}``,
-    from ``rmt learn --dmft``) adds the DMFT curves (dashed, ``d -> inf``) and their plateau
-    ``t1`` (a diamond)."""
+def _present(value) -> bool:
+    """Whether a table cell holds a finite number (``None``, ``""`` and NaN do not)."""
+    if value is None or value == "":
+        return False
+    try:
+        return bool(np.isfinite(float(value)))
+    except (TypeError, ValueError):
+        return False
+
+
+def plateau_steps(rows) -> dict:
+    """``{(delta, seed): plateau_step}`` of the runs of ``rows`` that reached a plateau."""
+    return {
+        (float(r["delta"]), int(r["seed"])): float(r["plateau_step"])
+        for r in rows
+        if _present(r.get("plateau_step"))
+    }
+
+
+PLATEAU_LABEL = "plateau of each run (end of the first phase)"
+
+
+def plot_learning_curves(
+    ax_loss, ax_overlap, curves, deltas, seed=None, legend=True, dmft=None, plateaus=None
+):
+    """Test loss and overlap against steps for a few ``delta``, every seed a thin line of its
+    delta's colour (``seed`` keeps one): the plateau and its growth as ``delta`` comes down
+    towards the threshold.  ``plateaus`` (``{(delta, seed): step}``, :func:`plateau_steps`)
+    marks each run's plateau on its curves (open black circles).  ``dmft`` (``{delta:
+    DMFTHessian}``, from ``rmt learn --dmft``) adds the DMFT curves (dashed, ``d -> inf``) and
+    their plateau ``t1`` (a diamond)."""
     import matplotlib.pyplot as plt
 
     cmap = plt.get_cmap("viridis")
+    marks = ([], [], [])  # steps, test losses, overlaps at the plateaus
     for i, x in enumerate(deltas):
         color = cmap(i / max(len(deltas) - 1, 1))
-        c = [r for r in curves if r["delta"] == x and r["seed"] == seed]
-        if c:
-            steps = [r["step"] for r in c]
-            ax_loss.semilogy(steps, [r["test_loss"] for r in c], color=color, lw=1.1)
-            ax_overlap.plot(
-                steps, [r["overlap"] for r in c], color=color, lw=1.1, label=rf"$\delta$ = {x:g}"
-            )
+        runs = sorted({int(r["seed"]) for r in curves if r["delta"] == x})
+        runs = [s for s in runs if seed is None or s == seed]
+        for j, s in enumerate(runs):
+            c = sorted((r for r in curves if r["delta"] == x and int(r["seed"]) == s),
+                       key=lambda r: r["step"])  # fmt: skip
+            steps = np.array([r["step"] for r in c], dtype=float)
+            loss = np.array([r["test_loss"] for r in c], dtype=float)
+            overlap = np.array([r["overlap"] for r in c], dtype=float)
+            label = rf"$\delta$ = {x:g}" if j == 0 else None
+            ax_loss.semilogy(steps, loss, color=color, lw=0.9, alpha=0.85)
+            ax_overlap.plot(steps, overlap, color=color, lw=0.9, alpha=0.85, label=label)
+            t = (plateaus or {}).get((float(x), s))
+            if t is not None and steps.size and steps[0] <= t <= steps[-1]:
+                marks[0].append(t)
+                marks[1].append(np.interp(t, steps, loss))
+                marks[2].append(np.interp(t, steps, overlap))
         h = (dmft or {}).get(x)
         if h is not None and h.result is not None:
             res = h.result
@@ -712,6 +748,10 @@ def plot_learning_curves(ax_loss, ax_overlap, curves, deltas, seed=0, legend=Tru
             ax_overlap.plot(np.arange(res.steps), res.overlap, "--", color=color, lw=1.0)
             if h.t1 is not None:
                 ax_loss.plot([h.t1], [res.test_loss[h.t1]], "D", ms=4, color=color)
+    if marks[0]:
+        style = dict(ls="none", marker="o", ms=4.5, mfc="none", mec="black", mew=1.0, zorder=4)
+        ax_loss.plot(marks[0], marks[1], label=PLATEAU_LABEL, **style)
+        ax_overlap.plot(marks[0], marks[2], label=PLATEAU_LABEL, **style)
     if dmft:
         ax_loss.plot([], [], "--", color="0.4", lw=1.0, label=r"DMFT ($d \to \infty$)")
         ax_loss.plot([], [], "D", ms=4, color="0.4", lw=0, label=r"DMFT plateau $t_1$")
@@ -767,33 +807,59 @@ def plot_hessian_at_plateau(ax_value, ax_overlap, rows, thresholds, legend=True,
     return ax_value, ax_overlap
 
 
+#: fewest escape points (and values of delta) drawn with a colour bar; fewer get a legend
+COLORBAR_MIN_POINTS = 3
+
+
 def plot_escape_times(ax, rows, legend=True):
-    """Measured steps from the plateau to the escape against the linearised prediction."""
+    """Measured steps from the plateau to the escape against the linearised prediction,
+    coloured by ``delta``: a colour bar for :data:`COLORBAR_MIN_POINTS` points or more over
+    several ``delta``, otherwise one legend entry per ``delta``.  Without a run that has both,
+    the panel says how many runs escaped and how many had a prediction."""
     pts = [
-        (r["predicted_escape_steps"], r["escape_steps"], r["delta"])
+        (float(r["predicted_escape_steps"]), float(r["escape_steps"]), float(r["delta"]))
         for r in rows
-        if r.get("predicted_escape_steps") is not None and r.get("escape_steps") is not None
+        if _present(r.get("predicted_escape_steps")) and _present(r.get("escape_steps"))
     ]
-    if pts:
-        p, m, x = (np.array(v, dtype=float) for v in zip(*pts))
-        sc = ax.scatter(p, m, c=np.log(x), cmap="viridis", s=14)
-        top = max(p.max(), m.max()) * 1.1
-        ax.plot([0, top], [0, top], color="0.6", lw=1, label="measured = predicted")
-        ax.figure.colorbar(sc, ax=ax, label=r"$\log \delta$")
-        if legend:
-            _axes_legend(ax)
-    else:
-        ax.text(
-            0.5,
-            0.5,
-            "no run with both an escape\nand a prediction",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            fontsize=8,
-        )
     ax.set_xlabel("predicted steps, plateau to escape")
     ax.set_ylabel("measured steps, plateau to escape")
+    if not pts:
+        escaped = sum(_present(r.get("escape_steps")) for r in rows)
+        predicted = sum(_present(r.get("predicted_escape_steps")) for r in rows)
+        panel_note(
+            ax,
+            "no escape time to compare:\n"
+            f"{escaped} of {len(rows)} runs escaped the plateau,\n"
+            f"{predicted} of {len(rows)} have a predicted escape",
+            y=0.6,
+            width=60,
+        )
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return ax
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import FuncFormatter
+
+    p, m, x = (np.array(v, dtype=float) for v in zip(*pts))
+    top = max(p.max(), m.max()) * 1.1
+    ax.plot([0, top], [0, top], color="0.6", lw=1, label="measured = predicted")
+    values = np.unique(x)
+    if len(pts) >= COLORBAR_MIN_POINTS and len(values) > 1:
+        norm = LogNorm(values.min(), values.max())
+        sc = ax.scatter(p, m, c=x, cmap="viridis", norm=norm, s=14)
+        bar = ax.figure.colorbar(sc, ax=ax, label=r"$\delta$")
+        plain = FuncFormatter(lambda v, _: f"{v:.3g}")
+        bar.ax.yaxis.set_major_formatter(plain)
+        bar.ax.yaxis.set_minor_formatter(plain)
+    else:
+        cmap = plt.get_cmap("viridis")
+        for i, v in enumerate(values):
+            sel = x == v
+            color = cmap(i / max(len(values) - 1, 1))
+            ax.plot(p[sel], m[sel], "o", ms=4.5, color=color, label=rf"escape at $\delta$ = {v:g}")
+    if legend:
+        _axes_legend(ax)
     return ax
 
 
@@ -805,25 +871,41 @@ def learning_curve_deltas(rows, count=5) -> list:
     ]
 
 
-def learn_figures(rows_by_d, curves, thresholds, title="", dmft=None):
+def learn_figures(rows_by_d, curves, thresholds, title="", dmft=None, d=None):
     """The figures of ``rmt learn``: transition, learning curves, Hessian at W1, escape times;
-    ``dmft`` (``{delta: DMFTHessian}``) draws the DMFT over the simulated curves."""
-    d0 = sorted(rows_by_d)[0]
+    ``dmft`` (``{delta: DMFTHessian}``) draws the DMFT over the simulated curves.
+
+    ``curves`` and the Hessian panels are of the dimension ``d`` (default: the smallest of
+    ``rows_by_d``).  The learning curves show every seed and mark each run's plateau; their
+    title says which values of ``delta`` are shown when not all are."""
+    d0 = sorted(rows_by_d)[0] if d is None else d
     rows = rows_by_d[d0]
+    d_text = "" if f"d = {d0}" in title else f", d = {d0}"
     fig1, ax = new_figure(1, 1, width=5.5, height=4.4)
     plot_learning_transition(ax[0][0], rows_by_d, thresholds, legend=False)
     figure_legend(fig1, ax, ncols=2)
     set_title(fig1, title, fontsize=9)
     pick = learning_curve_deltas(rows)
+    every = sorted({float(r["delta"]) for r in rows})
+    seeds = sorted({int(r["seed"]) for r in curves if float(r["delta"]) in pick})
     fig2, ax2 = new_figure(1, 2, width=4.5, height=3.4)
-    plot_learning_curves(ax2[0][0], ax2[0][1], curves, pick, legend=False, dmft=dmft)
-    figure_legend(fig2, ax2, ncols=len(pick) + (2 if dmft else 0))
-    set_title(fig2, f"learning curves, d = {d0}, seed 0 — {title}", fontsize=9)
+    plot_learning_curves(
+        ax2[0][0], ax2[0][1], curves, pick, legend=False, dmft=dmft, plateaus=plateau_steps(rows)
+    )
+    figure_legend(fig2, ax2, ncols=min(len(pick) + 1 + (2 if dmft else 0), 4))
+    shown = (
+        f"all {len(every)} values of δ"
+        if len(pick) == len(every)
+        else f"{len(pick)} of the {len(every)} values of δ ({', '.join(f'{x:g}' for x in pick)})"
+    )
+    runs = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} each"
+    label = f" — {title}" if title else ""
+    set_title(fig2, f"learning curves at {shown}, {runs}{d_text}{label}", fontsize=9)
     fig3, ax3 = new_figure(1, 3, width=4.0, height=3.4)
     plot_hessian_at_plateau(ax3[0][0], ax3[0][1], rows, thresholds, legend=False, dmft=dmft)
     plot_escape_times(ax3[0][2], rows, legend=False)
     figure_legend(fig3, ax3)
-    set_title(fig3, f"Hessian at the plateau W1, d = {d0} — {title}", fontsize=9)
+    set_title(fig3, f"Hessian at the plateau W1{d_text}{label}", fontsize=9)
     return {
         "learning_transition.png": fig1,
         "learning_curves.png": fig2,

@@ -115,13 +115,21 @@ def _learn(rng):
                 "plugin_overlap": min(1, 0.2 * x),
                 "predicted_escape_steps": 100 * x + 10 * s,
                 "escape_steps": 110 * x,
+                "plateau_step": 400 / x + 30 * s,
             }
             for x in deltas
             for s in (0, 1)
         ]
     curves = [
-        {"delta": x, "seed": 0, "step": t, "test_loss": 1 / (1 + t), "overlap": min(1, t / 900)}
+        {
+            "delta": x,
+            "seed": s,
+            "step": t,
+            "test_loss": (1 + 0.1 * s) / (1 + t),
+            "overlap": min(1, t / (900 + 50 * s)),
+        }
         for x in deltas
+        for s in (0, 1)
         for t in range(0, 1000, 50)
     ]
     return rows_by_d, curves
@@ -539,3 +547,97 @@ def test_training_gradient_norm_is_not_clipped_without_need():
     ax_grad = fig.axes[1]
     assert ax_grad.get_ylim()[0] <= np.min(curves["grad_norm"])
     assert not ax_grad.get_title()
+
+
+CONFIG_TITLE = "phase_retrieval, softplus/huber, m = 2, trained point, d = 200"
+
+
+def _learning_curves_figure():
+    rows_by_d, curves = _learn(np.random.default_rng(0))
+    figs = plotting.learn_figures(rows_by_d, curves, THRESHOLDS, CONFIG_TITLE, d=200)
+    return figs, rows_by_d[200], curves
+
+
+def test_learning_curves_show_every_seed_and_each_plateau():
+    figs, rows, curves = _learning_curves_figure()
+    fig = figs["learning_curves.png"]
+    ax_loss, ax_overlap = fig.axes[:2]
+    shown = [float(s.split("=")[1]) for s in ax_overlap.get_legend_handles_labels()[1] if "=" in s]
+    seeds = {r["seed"] for r in curves}
+    for ax in (ax_loss, ax_overlap):
+        runs = [
+            ln
+            for ln in ax.get_lines()
+            if ln.get_linestyle() == "-" and ln.get_marker() in ("None", "")
+        ]
+        assert (
+            len(runs)
+            == len(shown) * len(seeds)
+            == len({(r["delta"], r["seed"]) for r in curves if r["delta"] in shown})
+        )
+        (marks,) = [ln for ln in ax.get_lines() if ln.get_label() == plotting.PLATEAU_LABEL]
+        expected = sorted(r["plateau_step"] for r in rows if r["delta"] in shown)
+        np.testing.assert_allclose(sorted(marks.get_xdata()), expected)
+    # the marks sit on the curves: the overlap of the run at its plateau step
+    (marks,) = [ln for ln in ax_overlap.get_lines() if ln.get_label() == plotting.PLATEAU_LABEL]
+    for t, y in zip(marks.get_xdata(), marks.get_ydata()):
+        run = [r for r in rows if r["plateau_step"] == t and r["delta"] in shown][0]
+        c = [r for r in curves if r["delta"] == run["delta"] and r["seed"] == run["seed"]]
+        assert y == pytest.approx(np.interp(t, [r["step"] for r in c], [r["overlap"] for r in c]))
+
+
+def test_learning_curve_titles_say_which_deltas_and_name_d_once():
+    figs, rows, curves = _learning_curves_figure()
+    every = sorted({r["delta"] for r in rows})
+    fig = figs["learning_curves.png"]
+    shown = [float(s.split("=")[1]) for s in fig.axes[1].get_legend_handles_labels()[1] if "=" in s]
+    title = " ".join(fig._suptitle.get_text().split())
+    assert len(shown) < len(every)  # the data have more deltas than the figure shows
+    assert f"{len(shown)} of the {len(every)} values" in title
+    assert all(f"{x:g}" in title for x in shown)
+    for name in ("learning_curves.png", "hessian_at_plateau.png"):
+        title = " ".join(figs[name]._suptitle.get_text().split())
+        assert title.count("d = 200") == 1, title
+
+
+# ----------------------------------------------------------------------------- escape panel
+def _escape_rows(points):
+    """Runs as ``rmt learn`` tables them: ``(delta, predicted, measured)``, None for none."""
+    return [
+        {"delta": x, "seed": i, "predicted_escape_steps": p, "escape_steps": m}
+        for i, (x, p, m) in enumerate(points)
+    ]
+
+
+def test_escape_panel_with_few_points_has_a_legend_not_a_colour_bar():
+    rows = _escape_rows([(4.0, 300.0, 280.0), (4.0, 320.0, 330.0), (2.0, None, None)])
+    fig, axes = plotting.new_figure()
+    plotting.plot_escape_times(axes[0][0], rows, legend=False)
+    assert len(fig.axes) == 1  # no colour bar
+    with_both = [r for r in rows if r["escape_steps"] is not None]
+    labels = axes[0][0].get_legend_handles_labels()[1]
+    for x in sorted({r["delta"] for r in with_both}):
+        (line,) = [ln for ln in axes[0][0].get_lines() if ln.get_label().endswith(f"= {x:g}")]
+        np.testing.assert_allclose(
+            sorted(line.get_xdata()),
+            sorted(r["predicted_escape_steps"] for r in with_both if r["delta"] == x),
+        )
+    assert len([s for s in labels if "escape at" in s]) == len({r["delta"] for r in with_both})
+
+
+def test_escape_panel_with_many_points_over_deltas_has_a_colour_bar():
+    rows = _escape_rows([(2.0, 500.0, 450.0), (3.0, 400.0, 420.0), (4.0, 300.0, 310.0)])
+    fig, axes = plotting.new_figure()
+    plotting.plot_escape_times(axes[0][0], rows, legend=False)
+    assert len(fig.axes) == 2
+
+
+def test_empty_escape_panel_says_why():
+    rows = _escape_rows([(2.0, None, None), (3.0, None, 420.0), (4.0, None, 310.0)])
+    fig, axes = plotting.new_figure()
+    ax = plotting.plot_escape_times(axes[0][0], rows, legend=False)
+    text = " ".join(" ".join(t.get_text() for t in ax.texts).split())
+    escaped = sum(r["escape_steps"] is not None for r in rows)
+    assert "no escape time to compare" in text
+    assert f"{escaped} of {len(rows)} runs escaped" in text
+    assert f"0 of {len(rows)} have a predicted escape" in text
