@@ -69,7 +69,7 @@ def _panel_summary(p) -> dict:
     }
 
 
-def cmd_spectrum(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_spectrum(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt spectrum``: full spectra at each ``delta`` (first seed) against the theory."""
     from .experiments import spectrum_panels
     from .plotting import spectra_figure
@@ -100,7 +100,7 @@ def cmd_spectrum(config: RunConfig, out, progress=True, quiet=False) -> dict:
     return summary
 
 
-def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_threshold(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt threshold``: the thresholds of the configuration;
     with ``config.table`` also over the variants of :data:`rmt.experiments.TABLE_CONFIGS`."""
     from .experiments import TABLE_COLUMNS, threshold_summary, threshold_table
@@ -150,7 +150,7 @@ def cmd_threshold(config: RunConfig, out, progress=True, quiet=False) -> dict:
     return summary
 
 
-def cmd_sweep(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_sweep(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt sweep``: theory against simulation on the grid of ``delta`` and seeds (resumable)."""
     from .experiments import prepare_point, run_sweep, sweep_theory
     from .plotting import spectra_figure, sweep_figure
@@ -219,7 +219,7 @@ def _written_files(out) -> list:
     )
 
 
-def cmd_train(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_train(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt train``: gradient descent with its two phases, the Hessian at the plateau ``W1``
     and the predicted escape, at the first ``delta`` and seed."""
     from .experiments import training_run
@@ -265,7 +265,7 @@ def cmd_train(config: RunConfig, out, progress=True, quiet=False) -> dict:
     return summary
 
 
-def cmd_learn(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_learn(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt learn``: gradient descent across ``delta x seeds`` (and ``config.sizes``), the
     Hessian at each plateau, and the thresholds read off the grid (resumable per ``d``)."""
     from .experiments.learning import learn_sweep
@@ -386,7 +386,7 @@ def format_estimate(est) -> str:
 TRAINED_BRACKET = (1.0, 8.0)
 
 
-def cmd_threshold_trained(config: RunConfig, out, progress=True, quiet=False) -> dict:
+def cmd_threshold_trained(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt threshold --point trained``: simulated ``delta_NN`` and ``delta_GD``.
 
     ``delta_NN`` is where the seed mean of the order parameter at ``W1`` crosses its level and

@@ -29,6 +29,7 @@ from .kernels.descent import step_kernels
 from .kernels.hessian import default_chunks
 from .models import Dataset
 from .network import TwoLayerNet
+from .output import progress_enabled
 from .threads import adaptive_threads
 
 #: the initial peak ends once the gradient norm falls below this fraction of its running max
@@ -388,7 +389,7 @@ def gradient_descent(
     stop_after_escape=None,
     stop_at_plateau=False,
     rng=None,
-    progress=True,
+    progress=None,
     segment=None,
 ) -> GDRun:
     """Full-batch gradient descent with its phases (docs/theory.md section 7.2).
@@ -404,8 +405,9 @@ def gradient_descent(
     With ``stop_after_escape = k`` the run stops ``k`` steps after the escape; with
     ``stop_at_plateau`` it stops as soon as the plateau is confirmed (``window`` steps after
     it: all a trained point needs).  ``W0`` of the result is the starting point.  A non-finite
-    loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress
-    (``progress=False`` hides it).  Returns :class:`GDRun`.
+    loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress when
+    stderr is a terminal (``progress=None``, :func:`rmt.output.progress_enabled`);
+    ``progress=True`` forces it and ``False`` hides it.  Returns :class:`GDRun`.
     """
     lr, steps, wd, thr, stop_after = _check_inputs(
         net, data, test, lr, steps, weight_decay, escape_overlap, stop_after_escape
@@ -420,7 +422,8 @@ def gradient_descent(
     compile_seconds = _warm_up(prob)
     curves = np.full((4, steps + 1), np.nan)
     t0 = time.perf_counter()
-    with tqdm(total=steps, disable=not progress, desc="gradient descent", leave=False) as bar:
+    show = progress_enabled(progress)
+    with tqdm(total=steps, disable=not show, desc="gradient descent", leave=False) as bar:
         state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, bool(stop_at_plateau))
     seconds = time.perf_counter() - t0
     return _finish(state, curves, prob, seconds, compile_seconds, start)

@@ -95,8 +95,9 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
     retries : int
         Extra attempts for a task that raises.  A task whose worker dies is rescheduled by Dask
         regardless (up to ``distributed.scheduler.allowed-failures`` deaths).
-    progress : bool
-        Show a tqdm bar.
+    progress : bool or None
+        Show a tqdm bar: ``None`` when stderr is a terminal
+        (:func:`rmt.output.progress_enabled`), ``True`` always, ``False`` never.
 
     Raises
     ------
@@ -146,7 +147,9 @@ def _enter_client(stack, scheduler):
 def _progress_bar(total, enabled):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc="tasks")
+    from .output import progress_enabled
+
+    return tqdm(total=total, disable=not progress_enabled(enabled), desc="tasks")
 
 
 def _run_serial(func, tasks, on_result, bar):

@@ -43,6 +43,7 @@ from .freeprob.plugin import plugin_prediction
 from .kernels.dmft import PAD, forward_process, response_kernel
 from .models import MultiIndexModel
 from .network import TwoLayerNet
+from .output import progress_enabled
 from .threads import adaptive_threads
 
 #: the default ``relu_smoothing`` ``h``: at each step the ReLU of the per-sample process is
@@ -497,7 +498,7 @@ def _solve_replicas(prob, draws, progress=False, rule=None):
         seg = _Segmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows
-    bar = tqdm(total=prob.T, disable=not progress, desc="DMFT steps", leave=False)
+    bar = tqdm(total=prob.T, disable=not progress_enabled(progress), desc="DMFT steps", leave=False)
     with threadpool_limits(limits=1, user_api="blas"), bar, np.errstate(**_QUIET):
         for t in range(prob.T):
             try:

@@ -10,11 +10,33 @@ import json
 import os
 import pathlib
 import platform
+import sys
 import time
 
 import numpy as np
 
 from .tables import ResumableCSV
+
+
+def progress_enabled(progress=None) -> bool:
+    """Whether to show progress bars.
+
+    ``True`` and ``False`` are the caller's choice and are kept (``True`` forces the bars, into
+    a file too); ``None``, the default of the commands and the library, shows them only where
+    someone watches: when stderr is a terminal, or the stream of a Jupyter kernel (where
+    ``tqdm.auto`` draws a widget).  Redirected to a file or a pipe, stderr gets no bar text.
+    """
+    if progress is not None:
+        return bool(progress)
+    stream = sys.stderr
+    if stream is None:
+        return False
+    if type(stream).__module__.split(".")[0] == "ipykernel":
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def write_table(path, rows, columns) -> None:

@@ -1,4 +1,8 @@
-"""Figures: the histogram keeps the normalisation of the whole spectrum; summaries are exact."""
+"""Figures: the histogram keeps the normalisation of the whole spectrum; summaries are exact.
+Progress bars show on a terminal only (unless forced)."""
+
+import io
+import sys
 
 import numpy as np
 import pytest
@@ -68,3 +72,45 @@ def test_learning_figures_draw_the_dmft_over_the_simulation():
     assert len(pts) == 1 and pts[0].get_ydata()[0] == -0.08
     plt.close(fig)
     plt.close(fig2)
+
+
+class _Stream(io.StringIO):
+    """A stderr that is a terminal or not."""
+
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+#: (stderr is a terminal, progress given, a bar is expected)
+PROGRESS_CASES = [
+    (True, None, True),  # the default: a terminal gets bars
+    (False, None, False),  # ... a file or a pipe gets none
+    (False, True, True),  # forced into a file
+    (True, False, False),  # turned off on a terminal
+]
+
+
+@pytest.mark.parametrize("tty, progress, shown", PROGRESS_CASES)
+def test_progress_bars_show_on_a_terminal_only(monkeypatch, tty, progress, shown):
+    """The bars of the task runner, the threshold table and gradient descent follow stderr:
+    bar text on a terminal, none in a redirected stream, unless the caller forces them."""
+    from rmt import distributed
+    from rmt.experiments import threshold_table
+    from rmt.output import progress_enabled
+
+    stream = _Stream(tty)
+    monkeypatch.setattr(sys, "stderr", stream)
+    assert progress_enabled(progress) is shown
+    kwargs = {} if progress is None else {"progress": progress}
+    assert distributed.run_tasks(abs, [(-1,), (2,)], progress=progress) == [1, 2]
+    threshold_table(rmt.RunConfig(), variants=[], **kwargs)
+    model = rmt.MultiIndexModel("phase_retrieval")
+    data = model.sample(40, 20, rng=0)
+    rmt.gradient_descent(rmt.TwoLayerNet(2), data, steps=3, rng=0, **kwargs)
+    text = stream.getvalue()
+    for desc in ("tasks", "threshold table", "gradient descent"):
+        assert (desc in text) is shown, (desc, text)

@@ -518,7 +518,7 @@ def _open_learn_tables(config, out):
 
 
 @adaptive_threads
-def run_learn(config, out=None, scheduler=None, progress=True) -> dict:
+def run_learn(config, out=None, scheduler=None, progress=None) -> dict:
     """Every ``(delta, seed)`` of ``config`` through :func:`learn_point`; resumable.
 
     With ``out`` the rows go to ``learn.csv`` (one per run), ``learn_eigs.csv`` (bottom
@@ -588,7 +588,7 @@ def reference_thresholds(config) -> dict:
 
 
 @adaptive_threads
-def learn_sweep(config, out=None, progress=True) -> dict:
+def learn_sweep(config, out=None, progress=None) -> dict:
     """``run_learn`` at ``config.d`` and every ``config.sizes``, with the thresholds read off.
 
     Parameters
@@ -597,8 +597,9 @@ def learn_sweep(config, out=None, progress=True) -> dict:
         The sweep (``deltas``, ``seeds``, ``d`` and ``sizes``).
     out : path, optional
         Each ``d`` writes its resumable tables to ``out/d<d>/``.
-    progress : bool
-        Show progress bars.
+    progress : bool or None
+        Show progress bars (default: when stderr is a terminal,
+        :func:`rmt.output.progress_enabled`).
 
     Returns
     -------

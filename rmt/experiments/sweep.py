@@ -154,7 +154,7 @@ def _nth(values, i):
 
 
 @adaptive_threads
-def run_sweep(config: RunConfig, out=None, scheduler=None, progress=True, point=None) -> list[dict]:
+def run_sweep(config: RunConfig, out=None, scheduler=None, progress=None, point=None) -> list[dict]:
     """Run every ``(delta, seed)`` of ``config``; return all rows, old and new.
 
     With ``out``, rows go to ``out/sweep.csv`` as each point finishes and ``out/manifest.json``

@@ -116,19 +116,22 @@ def _ratio(res):
 
 
 @adaptive_threads
-def threshold_table(base, variants=TABLE_CONFIGS, progress=True) -> list[dict]:
+def threshold_table(base, variants=TABLE_CONFIGS, progress=None) -> list[dict]:
     """``delta_pop``, ``delta_BBP`` and ``delta_alg`` over activations, losses and widths.
 
     One row per variant (a dict of ``RunConfig`` fields replaced in ``base``), with the
     columns :data:`TABLE_COLUMNS`.  A solver failure is reported in its row, not raised:
     ``status`` is ``"found"`` (a finite ``delta_pop``), ``"none"`` (no transition,
     ``delta_pop = inf``, ``reason`` says why) or ``"failed"`` (``delta_pop = nan``, ``reason``
-    carries the solver's message).
+    carries the solver's message).  ``progress``: a bar over the variants
+    (:func:`rmt.output.progress_enabled`: by default only when stderr is a terminal).
     """
     from tqdm.auto import tqdm
 
+    from ..output import progress_enabled
+
     rows = []
-    for v in tqdm(variants, desc="threshold table", disable=not progress):
+    for v in tqdm(variants, desc="threshold table", disable=not progress_enabled(progress)):
         t0 = time.perf_counter()
         row = _table_row(replace(base, **v))
         rows.append({**row, "seconds": time.perf_counter() - t0})
