@@ -111,7 +111,14 @@ def _simulate(model, net, delta, lr, steps, init, d, seeds, n_test=4000):
         data = model.sample(int(round(delta * d)), d, rng=1000 + s)
         test = model.sample(n_test, d, rng=2000 + s, theta=data.theta)
         run = rmt.gradient_descent(
-            net, data, test=test, lr=lr, steps=steps - 1, init_scale=init, rng=3000 + s, progress=False
+            net,
+            data,
+            test=test,
+            lr=lr,
+            steps=steps - 1,
+            init_scale=init,
+            rng=3000 + s,
+            progress=False,
         )
         W = run.W_final
         out["train"].append(run.loss)
