@@ -423,7 +423,12 @@ def gradient_descent(
     curves = np.full((4, steps + 1), np.nan)
     t0 = time.perf_counter()
     show = progress_enabled(progress)
-    with tqdm(total=steps, disable=not show, desc="gradient descent", leave=False) as bar:
+    # a run that blows up overflows on its way to a non-finite loss or gradient, which ends
+    # it with diverged = True: that is its report, not a warning
+    with (
+        np.errstate(over="ignore", invalid="ignore"),
+        tqdm(total=steps, disable=not show, desc="gradient descent", leave=False) as bar,
+    ):
         state = _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, bool(stop_at_plateau))
     seconds = time.perf_counter() - t0
     return _finish(state, curves, prob, seconds, compile_seconds, start)

@@ -170,3 +170,32 @@ def test_sweep_with_tanh_at_its_zero_population_point_runs_at_every_delta(tmp_pa
     bottom = [r for r in bottom if r["index"] == "0"]
     assert bottom and all(abs(float(r["eigenvalue"])) < 1e-8 for r in bottom)
     assert all(float(r["theory_bottom"]) == 0.0 for r in bottom)
+
+
+#: every first command, small enough to run for each activation of the registry
+FIRST_COMMANDS = {
+    "spectrum": ["spectrum", "--d", "200", "--delta", "2"],
+    "sweep": ["sweep", "--d", "200", "--delta", "1,4", "--seeds", "1"],
+    "train": ["train", "--d", "200", "--delta", "3", "--steps", "400", "--continue-steps", "100"],
+    "learn": ["learn", "--d", "200", "--delta", "2,4", "--seeds", "1"],
+    "threshold": ["threshold", "--d", "200", "--no-dmft"],
+}
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("activation", rmt.ACTIVATIONS)
+@pytest.mark.parametrize("command", list(FIRST_COMMANDS))
+def test_first_commands_run_with_every_activation(command, activation, tmp_path, capsys):
+    """Each first command at ``d = 200`` with each registry activation: exit status 0, no
+    warning (any warning fails the test), a manifest that lists the files in the folder, and
+    no ``nan`` in what it prints."""
+    out = tmp_path / "out"
+    args = [*FIRST_COMMANDS[command], "--activation", activation, "--out", str(out)]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err and "nan" not in (cap.out + cap.err).lower()
+    listed = set(json.loads((out / "manifest.json").read_text())["files"])
+    written = {
+        str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"
+    }
+    assert written <= listed

@@ -197,6 +197,7 @@ def test_gradient_descent_without_test_or_theta_has_nan_columns(rng):
     assert np.isfinite(res.loss).all() and res.steps == 3
 
 
+@pytest.mark.filterwarnings("error")
 def test_divergence_ends_the_run(rng):
     data = rmt.MultiIndexModel("phase_retrieval").sample(100, 10, rng=rng)
     net = rmt.TwoLayerNet(2, "cubic", "square")

@@ -42,7 +42,10 @@ def spectrum_panel(config, point, delta: float, seed: int, law=None) -> dict:
     panel = {"delta": delta, "eigenvalues": evals}
     if law is not None:
         th = theory_at(law, delta, 3)
-        x = np.linspace(evals[0], evals[-1], DENSITY_POINTS)
+        lo, hi = float(evals[0]), float(evals[-1])
+        if not hi > lo:  # one eigenvalue of full multiplicity (H = 0 at W = 0 for cubic)
+            lo, hi = lo - 0.5, hi + 0.5
+        x = np.linspace(lo, hi, DENSITY_POINTS)
         eta = 2.0 * (x[1] - x[0])
         panel.update(
             density=(x, bulk_density(law, delta, x, eta=eta).density),
