@@ -219,6 +219,6 @@ def test_fold_search_stays_on_the_physical_sheet():
         assert (ratio < 1.2) if inside else (ratio > 9.0), (x, ratio)
     mp = MPSystem(law, delta)
     _, _, _, path = edges_module.find_fold(mp, -1)
-    for p in path:  # G' = dG/dtau / h: positive definite on the physical branch
+    for p in path:  # G' = dG/dtau / h: positive definite on this law's branch
         Gp = mp.unvech(p.dG) / p.h
         assert np.linalg.eigvalsh(0.5 * (Gp + Gp.T))[0] > 0.0, p.zeta

@@ -184,18 +184,29 @@ def _start(mp: MPSystem, side):
 
 
 #: the most negative eigenvalue, relative to the largest, that the symmetric part of ``G'`` may
-#: have on the physical real branch (rounding); below it the point lies on the other sheet
+#: have and still count as positive semidefinite (rounding)
 TANGENT_RTOL = 1e-8
 
 
-def physical_tangent(Gp) -> bool:
-    """Whether ``G'(zeta)`` at a real point is positive semidefinite, as on the physical real
-    branch: there ``G(zeta) = int dSigma(x) / (x - zeta)`` with ``Sigma`` a positive
-    semidefinite measure, so ``G' = int dSigma(x) / (x - zeta)^2 >= 0``.  Near a fold the
-    unphysical sheet of (MP) lies within the square root of the distance to it, and its
-    tangent has a negative eigenvalue (docs/theory.md section 4)."""
+def psd_tangent(Gp) -> bool:
+    """Whether the symmetric part of ``G'(zeta)`` at a real point is positive semidefinite (to
+    :data:`TANGENT_RTOL` of its largest eigenvalue).  Used to notice a continuation step that
+    turned it indefinite (:func:`_sheet_jump`, docs/theory.md section 3.7)."""
     ev = np.linalg.eigvalsh(0.5 * (Gp + Gp.T))
     return bool(ev[0] >= -TANGENT_RTOL * max(abs(ev[-1]), 1e-300))
+
+
+def _tangent_psd(mp, pt) -> bool:
+    """Whether ``G' = (dG/dtau) / h`` at ``pt`` (short of the fold) is positive semidefinite."""
+    return pt.dG is not None and pt.h > 0.0 and psd_tangent(mp.unvech(pt.dG) / pt.h)
+
+
+def _sheet_jump(mp, pt, new) -> bool:
+    """Whether a step from ``pt`` to ``new`` (both short of the fold) turned ``G'`` from
+    positive semidefinite to indefinite: a sign of a landing on the other sheet that meets the
+    branch near the fold.  The branch itself can turn so near a fold (the m = 3 population
+    law does), so such a step is only retried shorter, down to the fold bracket."""
+    return new.h > 0.0 and _tangent_psd(mp, pt) and not _tangent_psd(mp, new)
 
 
 def _continuation_step(mp, pt, tau_new, side, tol=NEWTON_TOL):
@@ -209,8 +220,6 @@ def _continuation_step(mp, pt, tau_new, side, tol=NEWTON_TOL):
     moved = np.max(np.abs(new.G - pt.G)) + 1e-300
     if np.max(np.abs(new.G - G_pred)) > PREDICTOR_TRUST * moved:
         return None  # the corrector went far from the tangent: maybe another branch
-    if new.h > 0.0 and new.dG is not None and not physical_tangent(mp.unvech(new.dG) / new.h):
-        return None  # short of a fold, on the unphysical sheet that meets the branch there
     new.margin = mp.pole_margin(new.G, side)
     return new if new.margin > 0 else None
 
@@ -397,6 +406,8 @@ def find_fold(mp: MPSystem, side, max_steps=400):
         new = _continuation_step(mp, pt, tau_new, side, tol=STEP_TOL)
         if new is None and (failed is None or abs(tau_new) < abs(failed)):
             failed = tau_new
+        if new is not None and tried - 1.0 > FOLD_BRACKET and _sheet_jump(mp, pt, new):
+            new = None  # a long step whose tangent turned indefinite: maybe another sheet
         if new is not None and 0.0 < new.h < H_DROP * pt.h and tried - 1.0 > FOLD_BRACKET:
             new = None  # h fell too fast: a long step may have landed on another real branch
         if new is None:

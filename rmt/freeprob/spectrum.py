@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import scalar
-from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold, physical_tangent
+from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
 from .law import SpikeLaw
 from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
 
@@ -148,10 +148,7 @@ def _physical(G):
 
 
 def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
-    """Continuation along the real branch from ``start`` to ``target`` (same side, outside).
-
-    A corrected point is kept only when it is admissible and its tangent is that of the
-    physical sheet (:func:`physical_tangent`); otherwise the step is halved."""
+    """Continuation along the real branch from ``start`` to ``target`` (same side, outside)."""
     st, total = start, 0
     step = target - st.zeta.real
     if step == 0 and st.residual > NEWTON_TOL:  # a warm start converged to STEP_TOL only
@@ -168,8 +165,6 @@ def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
         Gp_new = None
         if new is not None and mp.admissible(new.G, side):
             Gp_new = mp.tangent(new)
-            if not physical_tangent(Gp_new):
-                Gp_new = None
         if Gp_new is None:
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
