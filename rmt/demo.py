@@ -90,13 +90,14 @@ def main(argv=None):
         f"\n== what gradient descent learns: d = {args.learn_d}, {len(learn.deltas)} values "
         f"of delta, {args.seeds} seeds, from a small random start =="
     )
-    from .commands import cmd_learn, format_threshold_value
+    from .commands import cmd_learn, format_estimate, format_threshold_value
 
     res = cmd_learn(learn, out / "learn")
     t = {k: format_threshold_value(v) for k, v in res["thresholds"].items()}
+    t.update({k: format_estimate(res[k]) for k in ("delta_gd", "delta_nn")})
     print(
-        f"learning transition of GD: delta_GD ~ {t['delta_gd']}; Hessian transition at the "
-        f"plateau W1: delta_NN ~ {t['delta_nn']}; population point: delta_pop = "
+        f"learning transition of GD: delta_GD {t['delta_gd']}; Hessian transition at the "
+        f"plateau W1: delta_NN {t['delta_nn']}; population point: delta_pop = "
         f"{t['delta_pop']}; spectral methods: delta_alg = {t['delta_alg']}. Figures in "
         f"{out / 'learn'}"
     )
