@@ -207,7 +207,7 @@ def main(argv=None) -> int:
             config = config_from_args(args)
             out = check_out(args.out)
             runner = getattr(commands, f"cmd_{args.command}")
-            progress = not quiet and sys.stderr.isatty()
+            progress = False if quiet else None  # None: bars when stderr is a terminal
             summary = runner(config, out, progress=progress, quiet=quiet)
     except KeyboardInterrupt:
         print(interrupted_message(args.command, getattr(args, "out", None)), file=sys.stderr)

@@ -178,7 +178,7 @@ def cmd_sweep(config: RunConfig, out, progress=None, quiet=False) -> dict:
     fig = sweep_figure(rows, theory.curve, theory.thresholds, label, reason=theory.reason)
     save_figure_atomic(fig, out / "outliers_vs_delta.png")
     if theory.panels:
-        fig = spectra_figure(theory.panels, config_label(config))
+        fig = spectra_figure(theory.panels, label)
         save_figure_atomic(fig, out / "spectra_vs_delta.png")
     _say(format_sweep_table(rows))
     bottom = [r for r in rows if r["index"] == 0]
@@ -320,7 +320,7 @@ def format_learn_summary(marks, per_d, estimates=None) -> str:
     marks : dict
         ``delta_nn``, ``delta_gd``, ``delta_pop``, ``delta_alg`` (a number or ``None``).
     per_d : dict
-        ``{d: {"delta_nn": ..., "delta_gd": ...}}``: numbers, or estimate dicts as in
+        ``{d: {"delta_nn": dict, "delta_gd": dict}}``: the estimates of each size, as in
         ``learn.json`` (printed with their intervals).
     estimates : dict, optional
         ``{"delta_nn": dict, "delta_gd": dict}`` as in ``learn.json``: their intervals and
@@ -346,10 +346,7 @@ def format_learn_summary(marks, per_d, estimates=None) -> str:
         )
         lines.append(f"{name:<56} {text}")
     for d, v in sorted(per_d.items()):
-        nn, gd = (
-            format_estimate(v[k]) if isinstance(v[k], dict) else format_threshold_value(v[k])
-            for k in ("delta_nn", "delta_gd")
-        )
+        nn, gd = (format_estimate(v[k]) for k in ("delta_nn", "delta_gd"))
         lines.append(f"  d = {d}: delta_NN {nn}, delta_GD {gd}")
     return "\n".join(lines)
 

@@ -253,10 +253,10 @@ def _curve(x, name) -> np.ndarray:
 class GDRun:
     """Result of :func:`gradient_descent` (docs/theory.md section 7.2).
 
-    ``steps`` is the number of updates made.  Curves have one entry per iterate
-    ``W^t``, ``t = 0..steps`` (``steps + 1`` entries; ``steps`` when the run diverged, whose
-    last iterate is not recorded): ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the held-out set,
-    without weight decay; NaN without one), ``grad_norm`` (Frobenius) and ``overlap``
+    ``steps`` is the number of updates made.  Curves have one entry per iterate ``W^t``,
+    ``t = 0..steps`` (``steps + 1`` entries; ``steps`` when the run diverged, whose last iterate
+    is not recorded): ``loss`` (train, with weight decay), ``test_loss`` (mean loss on the
+    held-out set, without weight decay; NaN without one), ``grad_norm`` (Frobenius) and ``overlap``
     (``||Theta*^T W||_F^2 / ||W||_F^2``; NaN when ``data.theta`` is unknown).
 
     ``W1`` is the iterate at ``plateau_step`` (``None`` when no plateau was detected),
@@ -459,7 +459,7 @@ def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, stop_at_plateau=Fals
         Wt = Wt - prob.lr * G
         bar.update(1)
     # T updates were made; W^0..W^T are recorded, or W^0..W^(T-1) when W^T diverged
-    state["steps"], state["W_final"] = max(T, 0), Wt
+    state["steps"], state["W_final"] = T, Wt
     state["recorded"] = T if state["diverged"] else T + 1
     return state
 

@@ -626,9 +626,8 @@ def learn_sweep(config, out=None, progress=None) -> dict:
         }
         for d, r in by_d.items()
     }
-    per_d = {d: dict(g) for d, g in grids.items()}
     ref = reference_thresholds(config)
-    return {"by_d": by_d, "grid": grids[config.d], "per_d": per_d, "reference": ref}
+    return {"by_d": by_d, "grid": grids[config.d], "per_d": grids, "reference": ref}
 
 
 #: the configurations of ``rmt threshold --point trained --table``

@@ -156,21 +156,18 @@ def continue_real_branch(mp: MPSystem, start: NewtonState, target, side):
         if st is None:
             raise ConvergenceError(f"Newton failed at the branch point {target}", partial=start)
         return st, st.iterations
-    Gp = mp.tangent(st)
     while st.zeta.real != target:
         nxt = target if abs(step) >= abs(target - st.zeta.real) else st.zeta.real + step
+        Gp = mp.tangent(st)
         tol = NEWTON_TOL if nxt == target else STEP_TOL  # the way there needs no more
         pred = st.G + Gp * (nxt - st.zeta.real)
         new = mp.newton(nxt, pred, maxit=STEP_MAXIT, monotone=True, tol=tol)
-        Gp_new = None
-        if new is not None and mp.admissible(new.G, side):
-            Gp_new = mp.tangent(new)
-        if Gp_new is None:
+        if new is None or not mp.admissible(new.G, side):
             step *= 0.5
             if abs(step) < 1e-14 * (1.0 + abs(target)):
                 raise ConvergenceError(f"real-branch continuation stalled at {nxt}", partial=st)
             continue
-        st, Gp, total = new, Gp_new, total + new.iterations
+        st, total = new, total + new.iterations
         step *= 2.0
     return st, total
 
