@@ -23,7 +23,7 @@ test-all: $(STAMP)
 
 ## make demo: a small end-to-end run; figures and tables go to results/
 demo: $(STAMP)
-	$(PY) -m rmt.demo --out results/demo
+	$(PY) -m rmt.app.demo --out results/demo
 
 ## make bench: the benchmark scripts (numbers go to benchmarks/RESULTS.md by hand)
 bench: $(STAMP)

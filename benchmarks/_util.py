@@ -29,7 +29,7 @@ def set_threads(n: int) -> dict:
     First :func:`rmt.configure_threads` (OpenMP wait policy and spin count, unless the user set
     them), since ``numba.set_num_threads`` starts Numba's OpenMP layer, which reads them once.
     ``rmt.set_num_threads(n)`` fixes the count of the library's calls too (no choice from the
-    load, see ``rmt/threads.py``), so that a benchmark runs on the threads it reports.  The BLAS
+    load, see ``rmt/kernels/threads.py``), so that a benchmark runs on the threads it reports.  The BLAS
     limit is process-wide (threadpoolctl's ``threadpool_limits`` is kept alive on the returned
     dict under ``"_limiter"``).
     """

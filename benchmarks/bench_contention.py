@@ -8,7 +8,7 @@ seeds, ``n x d``, ``--steps`` steps, no test set) and the README tour's eigen ca
 (``rmt.extreme_eigs(H, k=8, method="block_lanczos")`` on the Hessian at the run's plateau,
 ``n = --eig-n``):
 
-* alone, with the automatic thread count (``rmt/threads.py``, the library's default), and
+* alone, with the automatic thread count (``rmt/kernels/threads.py``, the library's default), and
   alone with Numba's default count fixed (``rmt.set_num_threads(NUMBA_NUM_THREADS)``, the old
   behaviour);
 * next to a busy-loop process pinned to one of this process's CPUs, with the automatic count,

@@ -6,7 +6,7 @@ to get the rows ``R_psi(t, .) = E[J^t G(t, .)]`` of a whole solve, on the same i
 ``R_w`` and Jacobians of one solve, captured here):
 
 * ``forward, stored``: (D2) as written, a row at a time forward in ``t``, every row of every
-  draw kept (``N m^2 T^2 / 2`` doubles), in numpy.  This was ``rmt.dmft`` until 2026-12-03.
+  draw kept (``N m^2 T^2 / 2`` doubles), in numpy.  This was ``rmt.dynamics.dmft`` until 2026-12-03.
 * ``reverse``: ``lambda (I + K J) = e_t`` solved backwards for each row
   (``rmt.kernels.dmft.response_kernel(m)``), ``O(m^2 T)`` numbers a draw.
 
@@ -27,7 +27,7 @@ import numpy as np
 from _util import GEMM_N, LoadMeter, cpu_info, set_threads
 
 import rmt
-import rmt.dmft as dmft_module
+import rmt.dynamics.dmft as dmft_module
 from rmt.kernels.dmft import response_kernel
 
 

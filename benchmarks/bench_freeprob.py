@@ -299,8 +299,8 @@ def law_before_and_now(repeat):
     turn; the laws must be bit-identical."""
     import sys
 
-    from rmt import network
     from rmt.freeprob import nodes
+    from rmt.problem import network
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.test_theory_speed import old_refine_panels
@@ -522,7 +522,7 @@ def main():
         "older worktree)",
     )
     args = parser.parse_args()
-    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
+    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/kernels/threads.py)
     threads = set_threads(args.threads)
     cpu = cpu_info()
     print(f"CPU: {cpu['model']}, {cpu['simd']}")

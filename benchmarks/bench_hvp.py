@@ -460,7 +460,7 @@ def numpy_product_t(X, D, Vt):
 
 def main(argv=None):
     args = parse_args(argv)
-    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/threads.py)
+    settings = rmt.configure_threads()  # before the first parallel kernel (rmt/kernels/threads.py)
     threads = set_threads(args.threads)
     print(f"thread environment set: {settings.applied or 'nothing'} (kept: {settings.kept})")
     print(f"threads: numba {threads['numba']}, BLAS {threads['blas']}")

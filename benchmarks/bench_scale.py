@@ -155,7 +155,7 @@ def write_problem(path, n, d, seed):
         return np.load(ypath), None
     block_rows = max(1, 2**28 // (8 * d))
     rng = np.random.default_rng(seed)
-    theta = rmt.models.random_orthonormal(d, 1, rng)
+    theta = rmt.problem.models.random_orthonormal(d, 1, rng)
     X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
     y = np.empty(n)
     model = rmt.MultiIndexModel("phase_retrieval")

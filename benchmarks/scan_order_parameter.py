@@ -67,10 +67,10 @@ def summary_lines(rows, deltas):
 
 
 def crossing_line(rows, deltas, target, d):
-    """The crossing of the grid's seed means (:func:`rmt.transition_stats.crossing_estimate`),
-    the level counting every run of the grid (:func:`rmt.transition_stats.order_level`)."""
+    """The crossing of the grid's seed means (:func:`rmt.thresholds.statistics.crossing_estimate`),
+    the level counting every run of the grid (:func:`rmt.thresholds.statistics.order_level`)."""
     import rmt
-    from rmt.transition_stats import crossing_estimate, order_level
+    from rmt.thresholds.statistics import crossing_estimate, order_level
 
     k, m = rmt.RunConfig(target=target).model().k, rmt.RunConfig().width
     evals = [

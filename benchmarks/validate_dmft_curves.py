@@ -30,7 +30,7 @@ loss goes up and down).  A case whose simulation diverges, whose DMFT solve repo
 ``converged = False`` or whose comparison fails stays in the table with the reason.
 
 For ``relu`` the DMFT smooths the kink with width ``h sd(u)``: each ReLU case is solved at the
-default ``h = rmt.dmft.RELU_SMOOTHING`` and again at ``h / 3`` (a row of its own), against the
+default ``h = rmt.dynamics.dmft.RELU_SMOOTHING`` and again at ``h / 3`` (a row of its own), against the
 same simulations; the note gives the largest ``|DMFT(h) - DMFT(h/3)|`` in units of its
 standard error.  A note flags the points whose tolerance exceeds a quarter of the GD value
 (the DMFT replicas spread widely there, so that a pass says little).
@@ -55,7 +55,7 @@ import numpy as np
 from _util import LoadMeter
 
 import rmt
-from rmt.dmft import RELU_SMOOTHING
+from rmt.dynamics.dmft import RELU_SMOOTHING
 
 ACTIVATIONS = ("tanh", "quadratic", "cubic", "softplus", "erf", "relu")
 LOSSES = ("square", "huber")

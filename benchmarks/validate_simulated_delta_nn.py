@@ -56,7 +56,7 @@ def learning_grid(config, deltas) -> list[dict]:
 
 def main():
     import rmt
-    from rmt.output import strict_json
+    from rmt.experiments.store import strict_json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="phase_retrieval")

@@ -6,8 +6,8 @@ The public API, grouped by role.
 
 __version__ = "0.1.0"
 
-# -- thread settings: explicit, no process-wide side effect at import (rmt/threads.py) -------
-from .threads import (
+# -- thread settings: explicit, no process-wide side effect at import (rmt/kernels/threads.py) -------
+from rmt.kernels.threads import (
     ThreadSettings,
     adaptive_threads,
     choose_threads,
@@ -16,12 +16,12 @@ from .threads import (
 )
 
 # -- data and network (docs/theory.md sections 1-2) ----------------------------------------------
-from .models import TARGETS, Dataset, MultiIndexModel
-from .network import ACTIVATIONS, LOSSES, TwoLayerNet
-from .hessian import Hessian
+from rmt.problem.models import TARGETS, Dataset, MultiIndexModel
+from rmt.problem.network import ACTIVATIONS, LOSSES, TwoLayerNet
+from rmt.operators.hessian import Hessian
 
 # -- extreme eigenpairs and spectral density ------------------------------------------------
-from .eigen import (
+from rmt.eigen import (
     EigResult,
     NoConvergenceError,
     SpectralDensity,
@@ -31,8 +31,8 @@ from .eigen import (
 )
 
 # -- free probability -------------------------------------------------------------------------
-from . import ensembles
-from .freeprob import (
+from rmt.problem import ensembles
+from rmt.freeprob import (
     BBPThreshold,
     BulkDensity,
     BulkEdges,
@@ -52,7 +52,7 @@ from .freeprob import (
 )
 
 # -- points, thresholds and experiments -------------------------------------------------------
-from .points import (
+from rmt.thresholds.points import (
     POINT_KINDS,
     EscapeTime,
     GivenPoint,
@@ -68,14 +68,14 @@ from .points import (
     register_point,
     theta_overlap,
 )
-from .transition import ThresholdResult, population_threshold
-from .config import RunConfig, parse_deltas
-from .experiments import run_point, run_sweep, simulate_point
+from rmt.thresholds.population import ThresholdResult, population_threshold
+from rmt.experiments.config import RunConfig, parse_deltas
+from rmt.experiments import run_point, run_sweep, simulate_point
 
 # -- the second phase: gradient descent, W1, the learning transition (docs/theory.md sec. 7) --
-from .descent import GDRun, Phases, PlateauRule, gradient_descent, segment_phases
-from .escape import EscapePrediction, predict_escape
-from .dmft import (
+from rmt.dynamics.descent import GDRun, Phases, PlateauRule, gradient_descent, segment_phases
+from rmt.dynamics.escape import EscapePrediction, predict_escape
+from rmt.dynamics.dmft import (
     DMFTHessian,
     DMFTReplicas,
     DMFTResult,
@@ -85,16 +85,16 @@ from .dmft import (
     dmft_replicas,
     theta_margin,
 )
-from .dmft_threshold import DMFTEvaluation, DMFTThreshold, dmft_delta_nn, dmft_margin
-from .transition_stats import (
+from rmt.thresholds.asymptotic import DMFTEvaluation, DMFTThreshold, dmft_delta_nn, dmft_margin
+from rmt.thresholds.statistics import (
     bisect_order_parameter,
     bisect_transition,
     descent_outlier_decision,
     order_parameter,
 )
-from .experiments.learning import learn_point, run_learn, trained_thresholds
-from .freeprob.plugin import cavity_self_term, plugin_law
+from rmt.experiments.learning import learn_point, run_learn, trained_thresholds
+from rmt.freeprob.plugin import cavity_self_term, plugin_law
 
 # -- scale-out ---------------------------------------------------------------------------------
-from .streaming import RowData, StreamingHessian
-from .distributed import DistributedHessian, TasksFailedError, run_tasks
+from rmt.operators.streaming import RowData, StreamingHessian
+from rmt.operators.distributed import DistributedHessian, TasksFailedError, run_tasks

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.cli import build_parser, config_from_args, flag_of, main
-from rmt.config import RunConfig
+from rmt.app.cli import build_parser, config_from_args, flag_of, main
+from rmt.experiments.config import RunConfig
 
 
 def _run(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "rmt.cli", *args],
+        [sys.executable, "-m", "rmt.app.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -125,7 +125,7 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     ``delta_alg`` and ``delta_pop``; in ``threshold.json`` as numbers or, when the search
     fails, as ``None`` with the reason.  The search is planted (its own tests are in
     ``tests/test_dmft_threshold.py``); ``delta_alg = 1/2`` is phase retrieval's closed form."""
-    import rmt.dmft_threshold as dt
+    import rmt.thresholds.asymptotic as dt
 
     planted = rmt.DMFTThreshold(2.6012, 0.0313, 2.55, 2.66, True, "ok", {}, 8, 2500)
     calls = []

@@ -1,4 +1,4 @@
-"""The command line (``rmt.cli``) keeps its promises: JSON-only stdout, one-line failures that
+"""The command line (``rmt.app.cli``) keeps its promises: JSON-only stdout, one-line failures that
 leave nothing half-written, Ctrl-C that keeps the resumable rows, progress only on a terminal,
 discoverable options, sweeps that grow, sorted and documented tables, sparse eigen input."""
 
@@ -14,10 +14,10 @@ from scipy.linalg import eigh
 
 import rmt
 from rmt import experiments
-from rmt.cli import main
-from rmt.config import parse_deltas
+from rmt.app.cli import main
 from rmt.experiments import learning, sweep
-from rmt.tables import read_table
+from rmt.experiments.config import parse_deltas
+from rmt.experiments.store import read_table
 
 SMALL = ["--d", "40", "--n-eigs", "2", "--method", "dense"]
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.linalg import eigh
 
-from rmt import commands
-from rmt.config import RunConfig
-from rmt.tables import read_table
+from rmt.app import commands
+from rmt.experiments.config import RunConfig
+from rmt.experiments.store import read_table
 from tests.test_transition import _scalar_bbp_reference
 
 

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rmt.config import RunConfig, parse_deltas
+from rmt.experiments.config import RunConfig, parse_deltas
 
 
 @pytest.mark.parametrize(
@@ -53,8 +53,8 @@ def test_config_sizes_and_seeded_streams():
 
 
 def test_methods_are_the_eigensolvers_and_messages_name_fields():
-    from rmt.config import EIG_METHODS
     from rmt.eigen import METHODS
+    from rmt.experiments.config import EIG_METHODS
 
     assert EIG_METHODS == METHODS and "primme" in EIG_METHODS
     with pytest.raises(ValueError, match="^deltas must be"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.descent import PlateauRule, escape_step, gradient_descent, segment_phases
+from rmt.dynamics.descent import PlateauRule, escape_step, gradient_descent, segment_phases
 from rmt.kernels._generated.descent_small import GRAD_KERNELS, PIPELINED
 from rmt.kernels.descent import LANE_STEP_WIDTHS, step_candidates, step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES

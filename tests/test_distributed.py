@@ -9,7 +9,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 import rmt
-from rmt.distributed import DistributedHessian, TasksFailedError, run_tasks
+from rmt.operators.distributed import DistributedHessian, TasksFailedError, run_tasks
 
 from .conftest import assert_operator_matches_dense
 
@@ -68,7 +68,7 @@ def test_shards_loaded_by_workers_from_npy(client, rng, tmp_path):
 def test_same_arguments_as_hessian_and_streaming(client, rng, tmp_path, monkeypatch):
     """``(net, data, W, weight_decay)`` with a Dataset or an out-of-core source: the three
     operators agree with ``Hessian.to_dense()``, also through the generic ``to_dense``."""
-    import rmt.distributed
+    import rmt.operators.distributed
 
     data, net, W = _problem(rng, activation="softplus", loss="huber")
     np.save(tmp_path / "X.npy", data.X)
@@ -81,7 +81,7 @@ def test_same_arguments_as_hessian_and_streaming(client, rng, tmp_path, monkeypa
             assert Hd.data.path is None
             assert_operator_matches_dense(Hd, dense, rng, rtol=1e-12)
             with monkeypatch.context() as patch:
-                patch.setattr(rmt.distributed, "DENSE_MAX_BYTES", 0)  # products on I
+                patch.setattr(rmt.operators.distributed, "DENSE_MAX_BYTES", 0)  # products on I
                 generic = Hd.to_dense()
             assert Hd.n_passes == 6 + 2  # the check above, then 57 columns in blocks of 32
             np.testing.assert_allclose(generic, dense, rtol=0, atol=1e-12 * np.abs(dense).max())

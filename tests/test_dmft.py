@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.dmft import CURVE_SMOOTHING, DMFTResult, dmft_gd
+from rmt.dynamics.dmft import CURVE_SMOOTHING, DMFTResult, dmft_gd
 
 
 class _LinearNet:
@@ -333,7 +333,9 @@ def test_dmft_hessian_tends_to_the_population_point_as_delta_grows():
     def population(delta):
         e = rmt.bulk_edges(law, delta)
         out = rmt.outliers(law, delta, "left", edges=e)
-        theta = sorted(o.value for o in out if o.overlap_theta >= rmt.dmft.THETA_OVERLAP_MIN)
+        theta = sorted(
+            o.value for o in out if o.overlap_theta >= rmt.dynamics.dmft.THETA_OVERLAP_MIN
+        )
         return numbers((e.lo, e.hi), theta)
 
     def dmft(delta, seed):
@@ -342,7 +344,9 @@ def test_dmft_hessian_tends_to_the_population_point_as_delta_grows():
         )
         assert h.converged, h.message
         theta = sorted(
-            o for o, ov in zip(h.outliers, h.overlaps_theta) if ov >= rmt.dmft.THETA_OVERLAP_MIN
+            o
+            for o, ov in zip(h.outliers, h.overlaps_theta)
+            if ov >= rmt.dynamics.dmft.THETA_OVERLAP_MIN
         )
         assert theta[0] == h.theta_outlier
         return numbers((h.edge_lo, h.edge_hi), theta)
@@ -512,7 +516,7 @@ def test_a_solve_too_large_for_the_machine_is_refused_before_any_work():
     ``N`` gives at most a 4.2-fold peak: no ``N x N`` matrix)."""
     import tracemalloc
 
-    from rmt.dmft import solve_bytes
+    from rmt.dynamics.dmft import solve_bytes
 
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
@@ -577,9 +581,9 @@ def test_relu_is_solved_with_the_smoothed_kink_and_matches_gradient_descent():
         out = np.array(out)
         return out.mean(axis=0), np.abs(out[0] - out[1]) / 2
 
-    mean, se = solve(rmt.dmft.RELU_SMOOTHING)
+    mean, se = solve(rmt.dynamics.dmft.RELU_SMOOTHING)
     assert np.all(np.abs(mean - gd) <= 4 * np.sqrt(se**2 + gd_se**2) + allow), (mean, se)
-    fine, se_fine = solve(rmt.dmft.RELU_SMOOTHING / 3)
+    fine, se_fine = solve(rmt.dynamics.dmft.RELU_SMOOTHING / 3)
     assert np.all(np.abs(mean - fine) <= 4 * np.sqrt(se**2 + se_fine**2) + allow), (fine, se_fine)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.dmft import _psi, dmft_gd
+from rmt.dynamics.dmft import _psi, dmft_gd
 from rmt.kernels.dmft import PAD, response_kernel, response_row
 
 

@@ -1,4 +1,4 @@
-"""The Hessian law from fresh draws of the per-sample process (``rmt.dmft.resampled_laws``,
+"""The Hessian law from fresh draws of the per-sample process (``rmt.dynamics.dmft.resampled_laws``,
 docs/dmft.md 8.10).
 
 - Fed the solve's own draws and cavity field, the forward process (Numba kernel and numpy)
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rmt
-import rmt.dmft as dm
+import rmt.dynamics.dmft as dm
 from rmt.kernels.dmft import forward_process
 
 
@@ -85,7 +85,7 @@ def test_resampled_laws_refuse_bad_steps():
 
 
 def test_the_smoothed_curve_is_the_centred_moving_average():
-    """:func:`rmt.dmft.smoothed_curve` against the direct windowed means, and a prefix of a
+    """:func:`rmt.dynamics.dmft.smoothed_curve` against the direct windowed means, and a prefix of a
     curve gives the prefix of its smoothed curve (what the online rule relies on)."""
     x = np.random.default_rng(0).standard_normal(40).cumsum()
     h = 6

@@ -1,4 +1,4 @@
-"""The asymptotic ``delta_NN`` (``rmt.dmft_threshold``, docs/dmft.md 8.10).
+"""The asymptotic ``delta_NN`` (``rmt.thresholds.asymptotic``, docs/dmft.md 8.10).
 
 - The search (walk, regula falsi, pilot and straddle, interpolation, jackknife) on planted
   margins whose root and standard error are known in closed form.
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import rmt
-import rmt.dmft_threshold as dt
-from rmt.dmft import CURVE_SMOOTHING, smoothed_curve
-from rmt.dmft_threshold import DMFTEvaluation
+import rmt.thresholds.asymptotic as dt
+from rmt.dynamics.dmft import CURVE_SMOOTHING, smoothed_curve
+from rmt.thresholds.asymptotic import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
 #: the replicas' offsets of a planted margin: the same at every delta (common draws); replica

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from rmt import ensembles
 from rmt.freeprob import closed_forms as cf
+from rmt.problem import ensembles
 
 
 @pytest.mark.parametrize("spike, seed", [(2.0, 1), (4.0, 2)])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rmt.escape import predict_escape
+from rmt.dynamics.escape import predict_escape
 
 
 def _saddle(d, m, lams, seed):

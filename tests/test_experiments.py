@@ -10,7 +10,7 @@ from scipy.linalg import eigh
 import rmt
 from rmt import experiments
 from rmt.experiments import sweep
-from rmt.tables import read_table
+from rmt.experiments.store import read_table
 
 SMALL = dict(d=60, deltas=(2.0, 4.0), seeds=(0, 1), n_eigs=2, method="dense")
 
@@ -70,7 +70,7 @@ def test_sweep_hands_out_the_largest_points_first(monkeypatch):
         seen.extend((t[1], t[2]) for t in tasks)
         return []
 
-    monkeypatch.setattr("rmt.distributed.run_tasks", record)
+    monkeypatch.setattr("rmt.operators.distributed.run_tasks", record)
     rmt.run_sweep(cfg, progress=False)
     assert seen == [(4.0, 0), (4.0, 1), (2.0, 0), (2.0, 1), (1.0, 0), (1.0, 1)]
     assert [cfg.n_of(x) for x, _ in seen] == sorted((cfg.n_of(x) for x, _ in seen), reverse=True)

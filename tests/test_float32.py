@@ -20,7 +20,7 @@ from rmt.kernels.hessian import hvp_fused, hvp_kernel, preactivations
 from rmt.kernels.simd import KERNELS as SIMD
 from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
 from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd4_c4, simd_w1
-from rmt.streaming import StreamingHessian, read_rows
+from rmt.operators.streaming import StreamingHessian, read_rows
 
 from .test_hvp_kernels import assert_close, numpy_product
 
@@ -94,7 +94,7 @@ def test_sample_float32_is_the_float64_draw_rounded():
 
 def test_sample_float32_in_row_blocks_is_the_same_stream(monkeypatch):
     """Blocks of a few rows (the big-``n`` path) give the same draw as one block."""
-    from rmt import models
+    from rmt.problem import models
 
     model = rmt.MultiIndexModel("z1z2")
     whole = model.sample(50, 7, rng=1, dtype=np.float32)
@@ -188,7 +188,7 @@ def test_streaming_float32_memmap_reads_float32_blocks(rng, tmp_path):
 
 def test_distributed_float32_shards(rng):
     distributed = pytest.importorskip("distributed")
-    from rmt.distributed import DistributedHessian
+    from rmt.operators.distributed import DistributedHessian
 
     net, W, data32, rounded, _ = _pair(rng, m=3, n=201, d=17)
     dense = rmt.Hessian(net, rounded, W).to_dense()

@@ -16,12 +16,7 @@ import rmt
 from rmt.freeprob import mp as mp_module
 from rmt.freeprob.mp import MPSystem
 from rmt.kernels._generated.freeprob_small import MOMENTS, PIVOTS, SPIKE_SUMS
-from rmt.kernels.freeprob import (
-    min_pd_pivot,
-    mp_moments,
-    mp_residual,
-    spike_moments,
-)
+from rmt.kernels.freeprob import min_pd_pivot, mp_moments, mp_residual, spike_moments
 
 from .conftest import assert_same_theory
 

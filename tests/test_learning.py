@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt import commands
+from rmt.app import commands
 from rmt.experiments.learning import (
     learn_point,
     order_parameter_from_grid,
@@ -14,7 +14,7 @@ from rmt.experiments.learning import (
     threshold_from_grid,
     trained_thresholds,
 )
-from rmt.tables import read_table
+from rmt.experiments.store import read_table
 
 CFG = rmt.RunConfig(d=120, deltas=(6.0,), seeds=(0,), train_steps=1200, lr=0.5, point="trained")
 
@@ -155,7 +155,7 @@ def test_trained_threshold_command_writes_values_intervals_and_error_rates(tmp_p
     """``rmt threshold --point trained``: strict JSON; delta_NN carries its level (the null
     quantile over 2 seeds x (8 + 4) evaluations at d = 60, m = 2), the stated family-wise rate
     and the interval level; a threshold without a number is ``None`` with its reason."""
-    from rmt.transition_stats import order_level
+    from rmt.thresholds.statistics import order_level
 
     cfg = rmt.RunConfig(
         d=60, deltas=(1.0, 8.0), seeds=(0, 1), train_steps=400, point="trained", no_dmft=True

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.models import random_orthonormal
+from rmt.problem.models import random_orthonormal
 
 REFERENCE_LINKS = {
     "phase_retrieval": lambda z: z[:, 0] ** 2,

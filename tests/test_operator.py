@@ -1,12 +1,12 @@
-"""rmt.operator.SymmetricOperator: input checks, product counters, to_dense, the symmetric flag."""
+"""rmt.operators.base.SymmetricOperator: input checks, product counters, to_dense, the symmetric flag."""
 
 import numpy as np
 import pytest
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, eigsh
 
 import rmt
-from rmt.eigen.operator import CountingOperator, check_operator
-from rmt.operator import DENSE_BLOCK, SymmetricOperator
+from rmt.eigen.inputs import CountingOperator, check_operator
+from rmt.operators.base import DENSE_BLOCK, SymmetricOperator
 
 from .conftest import assert_operator_matches_dense
 

@@ -1,4 +1,4 @@
-"""Result files (``rmt.output``): strict JSON that any parser reads."""
+"""Result files (``rmt.experiments.store``): strict JSON that any parser reads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rmt.output import finite_or_none, strict_json, write_json
+from rmt.experiments.store import finite_or_none, strict_json, write_json
 
 
 def _strict_loads(text):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.plotting import new_figure, plot_spectrum, save_figure, summarize_by_delta
+from rmt.app.plotting import new_figure, plot_spectrum, save_figure, summarize_by_delta
 
 
 def test_histogram_area_is_the_non_atom_fraction(tmp_path, rng):
@@ -47,7 +47,7 @@ def test_learning_figures_draw_the_dmft_over_the_simulation():
     prediction at ``t1`` in the Hessian panel, at the same values."""
     import matplotlib.pyplot as plt
 
-    from rmt.plotting import plot_hessian_at_plateau, plot_learning_curves
+    from rmt.app.plotting import plot_hessian_at_plateau, plot_learning_curves
 
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
@@ -98,9 +98,9 @@ PROGRESS_CASES = [
 def test_progress_bars_show_on_a_terminal_only(monkeypatch, tty, progress, shown):
     """The bars of the task runner, the threshold table and gradient descent follow stderr:
     bar text on a terminal, none in a redirected stream, unless the caller forces them."""
-    from rmt import distributed
     from rmt.experiments import threshold_table
-    from rmt.output import progress_enabled
+    from rmt.operators import distributed
+    from rmt.progress import progress_enabled
 
     stream = _Stream(tty)
     monkeypatch.setattr(sys, "stderr", stream)

@@ -1,4 +1,4 @@
-"""Figures of ``rmt.plotting`` a researcher would put in a talk: legends cover no data, titles
+"""Figures of ``rmt.app.plotting`` a researcher would put in a talk: legends cover no data, titles
 are not clipped, plain words, and the threshold chart draws only transitions as bars.
 
 The references are the rendered figure itself: every plotted point, line segment (sampled
@@ -19,7 +19,7 @@ from matplotlib.collections import Collection
 from matplotlib.container import Container
 from matplotlib.lines import Line2D
 
-from rmt import plotting
+from rmt.app import plotting
 
 LONG_TITLE = "phase_retrieval, softplus/huber, m=2, d=300, population point, 3 seeds, block_lanczos"
 

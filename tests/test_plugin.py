@@ -81,7 +81,7 @@ def test_self_term_matches_exact_leave_one_out():
     for i in (0, 1, 2):
         X = data.X.copy()
         X[i] = 0.0
-        loo = rmt.models.Dataset(X, data.y, data.theta)
+        loo = rmt.problem.models.Dataset(X, data.y, data.theta)
         W = traj.iterates[0].copy()
         for _ in range(traj.steps):
             W = W - traj.lr * NET.loss_and_grad(loo, W)[1]
@@ -113,7 +113,7 @@ def test_input_validation():
     with pytest.raises(ValueError, match="self_term"):
         plugin_law(NET, data, np.ones((10, 2)), self_term=np.zeros((3, 2)))
     with pytest.raises(ValueError, match="theta"):
-        plugin_law(NET, rmt.models.Dataset(data.X, data.y), np.ones((10, 2)))
+        plugin_law(NET, rmt.problem.models.Dataset(data.X, data.y), np.ones((10, 2)))
     with pytest.raises(ValueError, match="lr"):
         first_phase_trajectory(NET, data, lr=0.0)
     with pytest.raises(TypeError, match="SpikeLaw"):

@@ -5,12 +5,7 @@ import pytest
 from scipy import integrate, optimize
 
 import rmt
-from rmt.points import (
-    _risk_and_grad,
-    _risk_nodes,
-    population_point,
-    population_risk,
-)
+from rmt.thresholds.points import _risk_and_grad, _risk_nodes, population_point, population_risk
 
 
 def _softplus(u):
@@ -44,7 +39,9 @@ def test_population_risk_matches_monte_carlo_of_drawn_network(rng):
     Q = M @ M.T + C @ C.T
     value = population_risk(model, net, Q, M, order=20)
     data = model.sample(400_000, 6, rng=rng)
-    spec = rmt.points.PointSpec(Q, M, np.nan, True, 0.0, 0, "", 0.0, "quadrature", 20, np.eye(2))
+    spec = rmt.thresholds.points.PointSpec(
+        Q, M, np.nan, True, 0.0, 0, "", 0.0, "quadrature", 20, np.eye(2)
+    )
     W = spec.draw(6, data.theta, rng=rng)
     ell, _, _ = net.loss_derivatives(data.y, net.forward(data.X, W))
     se = ell.std() / np.sqrt(ell.size)
@@ -137,7 +134,7 @@ def test_draw_is_exact(rng, M):
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, "softplus", "square", a=np.array([0.3, 0.2]))
     p = population_point(model, net, M=M, order=20)
-    theta = rmt.models.random_orthonormal(50, 1, rng)
+    theta = rmt.problem.models.random_orthonormal(50, 1, rng)
     W = p.draw(50, theta, rng=rng)
     assert W.shape == (50, 2)
     np.testing.assert_allclose(W.T @ theta, p.M, rtol=0, atol=1e-12)
@@ -205,7 +202,7 @@ def test_trained_point_is_the_plateau_of_gradient_descent(rng):
 def test_a_new_kind_needs_one_registered_subclass():
     from dataclasses import dataclass
 
-    from rmt.points import POINT_KINDS, register_point
+    from rmt.thresholds.points import POINT_KINDS, register_point
 
     @register_point
     @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Randomised quasi-Monte Carlo nodes (``rmt.quadrature.sobol``), the default of the laws above
+"""Randomised quasi-Monte Carlo nodes (``rmt.problem.quadrature.sobol``), the default of the laws above
 three dimensions: closed-form Gaussian integrals, the error estimate from the replicates, and
 the errors for bad input."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmt.quadrature import QMC_NODES, QMC_REPLICATES, monte_carlo, sobol
+from rmt.problem.quadrature import QMC_NODES, QMC_REPLICATES, monte_carlo, sobol
 
 
 def test_sobol_nodes_integrate_gaussian_closed_forms_within_their_error():

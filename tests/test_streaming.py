@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.streaming import RowData, StreamingHessian, default_block_rows
+from rmt.operators.streaming import RowData, StreamingHessian, default_block_rows
 
 from .conftest import assert_operator_matches_dense
 
@@ -109,13 +109,13 @@ def test_same_arguments_as_hessian(tmp_path, rng, form):
 def test_to_dense_beyond_the_memory_limit_streams_products(monkeypatch, rng):
     """Above ``DENSE_MAX_BYTES`` ``to_dense`` does not load ``X``: it multiplies the identity
     (``m d`` vectors, in blocks) and still equals the reference assembly."""
-    import rmt.streaming
+    import rmt.operators.streaming
 
     data, net, W = _problem(rng)
     Hs = StreamingHessian(net, data, W, 0.1, block_rows=50)
     reference = Hs.to_dense()
     assert Hs.n_matvec == 0
-    monkeypatch.setattr(rmt.streaming, "DENSE_MAX_BYTES", 0)
+    monkeypatch.setattr(rmt.operators.streaming, "DENSE_MAX_BYTES", 0)
     streamed = Hs.to_dense()
     assert Hs.n_matvec == M * D_DIM and Hs.n_passes == -(-M * D_DIM // 32)
     np.testing.assert_allclose(streamed, reference, rtol=0, atol=1e-13 * np.abs(reference).max())
@@ -164,7 +164,7 @@ def test_scale_out_without_dask_says_how_to_install(monkeypatch):
     """Runs without dask too: a missing dask.distributed names the [dist] extra."""
     import sys
 
-    from rmt.distributed import run_tasks
+    from rmt.operators.distributed import run_tasks
 
     monkeypatch.setitem(sys.modules, "distributed", None)  # makes `import distributed` fail
     assert run_tasks(divmod, [(7, 2), (9, 4)]) == [(3, 1), (2, 1)]  # serial needs no dask

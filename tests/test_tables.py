@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from rmt.output import write_json, write_table
-from rmt.tables import ResumableCSV, read_table
+from rmt.experiments.store import ResumableCSV, read_table, write_json, write_table
 
 
 def test_append_and_resume(tmp_path):

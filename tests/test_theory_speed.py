@@ -224,7 +224,7 @@ def test_serial_curvature_matches_parallel_kernel_and_numpy(m, act, loss, rng):
 
 
 def test_curvature_dispatch_is_the_same_on_both_sides_of_the_threshold(rng, monkeypatch):
-    from rmt import network
+    from rmt.problem import network
 
     net = rmt.TwoLayerNet(3, "softplus", "huber", huber_delta=0.5)
     U, y = rng.standard_normal((2000, 3)), rng.standard_normal(2000) ** 2
@@ -428,7 +428,7 @@ def test_sweep_builds_the_population_law_once_and_predicts_as_from_its_own_W(mon
     from rmt.experiments import sweep as sweep_module
     from rmt.experiments import theory as theory_module
     from rmt.experiments.simulation import simulate_point
-    from rmt.points import PointSpec, PopulationPoint
+    from rmt.thresholds.points import PointSpec, PopulationPoint
 
     config = rmt.RunConfig(d=60, deltas=(2.0, 3.0), seeds=(0, 1), width=2, n_eigs=2)
     Q = np.array([[0.3, 0.05], [0.05, 0.2]])

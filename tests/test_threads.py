@@ -1,4 +1,4 @@
-"""``rmt/threads.py``: the wait policy of Numba's threads, and the thread count of a call.
+"""``rmt/kernels/threads.py``: the wait policy of Numba's threads, and the thread count of a call.
 
 ``rmt.configure_threads`` in fresh interpreters (libgomp reads its environment once per
 process).  Each case runs in a subprocess started without ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT``
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt import threads
+from rmt.kernels import threads
 
 from .conftest import ALL_THREADS
 
@@ -66,7 +66,7 @@ def run_child(body: str, **env) -> dict:
 def test_import_sets_nothing_and_the_call_sets_unset_variables():
     body = """
 before = {k: os.environ.get(k) for k in %r}
-started = rmt.threads.openmp_started()
+started = rmt.kernels.threads.openmp_started()
 report(rmt.configure_threads(), before=before, started=started)
 """ % (VARIABLES,)
     out = run_child(body)

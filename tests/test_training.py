@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.points import population_point, predicted_escape_time
+from rmt.thresholds.points import population_point, predicted_escape_time
 
 
 def test_predicted_escape_time_closed_form():

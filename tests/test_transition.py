@@ -6,7 +6,7 @@ from scipy.integrate import quad
 from scipy.optimize import brentq, minimize_scalar
 
 import rmt
-from rmt.transition import population_threshold
+from rmt.thresholds.population import population_threshold
 
 
 def _gauss_expect(f, breaks):

@@ -7,10 +7,10 @@ import pytest
 
 import rmt
 import rmt.freeprob
-from rmt.config import RunConfig
+from rmt.app.report import format_threshold_table
+from rmt.experiments.config import RunConfig
 from rmt.experiments.threshold_table import TABLE_COLUMNS, threshold_table
 from rmt.freeprob.mp import ConvergenceError
-from rmt.output import format_threshold_table
 
 MODEL = rmt.MultiIndexModel("phase_retrieval")
 MESSAGE = "extended Newton failed at tau = 5.69 near the fold"

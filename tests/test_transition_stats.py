@@ -7,8 +7,9 @@ import pytest
 from scipy.stats import beta, kstest, norm
 from scipy.stats import t as student
 
-from rmt import ensembles, overlaps
-from rmt.transition_stats import (
+from rmt import overlaps
+from rmt.problem import ensembles
+from rmt.thresholds.statistics import (
     ORDER_LEVEL,
     bisect_order_parameter,
     bisect_transition,

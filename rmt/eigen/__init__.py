@@ -1,9 +1,9 @@
 """Extreme eigenpairs (several solvers) and the stochastic-Lanczos spectral density."""
 
-from .density import SpectralDensity, spectral_density
-from .overlaps import overlaps
-from .result import EigResult, NoConvergenceError
-from .solvers import METHODS, extreme_eigs
+from rmt.eigen.density import SpectralDensity, spectral_density
+from rmt.eigen.overlaps import overlaps
+from rmt.eigen.result import EigResult, NoConvergenceError
+from rmt.eigen.solvers import METHODS, extreme_eigs
 
 __all__ = [
     "METHODS",

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
 
-from .._validation import check_positive_int
-from ..kernels.lanczos import gaussian_mixture_density, quadrature_cdf
-from ..threads import adaptive_threads
-from .operator import CountingOperator, check_operator
+from rmt.eigen.inputs import CountingOperator, check_operator
+from rmt.kernels.lanczos import gaussian_mixture_density, quadrature_cdf
+from rmt.kernels.threads import adaptive_threads
+from rmt.validation import check_positive_int
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def spectral_density(A, n_probes=10, steps=60, rng=None, n_grid=512, width=None,
 
     Parameters
     ----------
-    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator or ndarray
+    A : rmt.Hessian (or any rmt.operators.base.SymmetricOperator), scipy LinearOperator or ndarray
         Symmetric; an operator whose ``symmetric`` flag is ``True`` costs no probe products.
     n_probes : int
         Rademacher probes (normalised); the estimate's variance falls like ``1/(n_probes N)``.

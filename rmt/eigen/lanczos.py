@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.lanczos import (
+from rmt.kernels.lanczos import (
     basis_coefficients,
     orthonormalise_small,
     project_step,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import as_float_array, check_positive_int
+from rmt.validation import as_float_array, check_positive_int
 
 
 def overlaps(vectors, theta, m) -> np.ndarray:

@@ -1,7 +1,7 @@
 """``extreme_eigs``: the few smallest or largest eigenpairs of a symmetric operator.
 
 Every method sees the same problem, "the ``k`` smallest eigenpairs of ``sign * A``", through a
-:class:`~rmt.eigen.operator.CountingOperator`, and every answer is checked the same way: the
+:class:`~rmt.eigen.inputs.CountingOperator`, and every answer is checked the same way: the
 true residuals ``||A v - lambda v||`` must be at most ``tol * ||A||_est``.  ``A v`` comes from
 one extra product, except for our Lanczos methods, which keep the products of their basis
 (``A V = (A Q) Y``: the same numbers up to rounding, without another pass over the data).
@@ -21,11 +21,11 @@ import scipy.linalg
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_choice
-from ..threads import adaptive_threads, single_threaded_blas
-from .lanczos import estimate_norm, thick_restart_lanczos
-from .operator import CountingOperator, check_operator
-from .result import EigResult, NoConvergenceError
+from rmt.eigen.inputs import CountingOperator, check_operator
+from rmt.eigen.lanczos import estimate_norm, thick_restart_lanczos
+from rmt.eigen.result import EigResult, NoConvergenceError
+from rmt.kernels.threads import adaptive_threads, single_threaded_blas
+from rmt.validation import check_choice
 
 METHODS = ("lanczos", "block_lanczos", "arpack", "lobpcg", "primme", "dense")
 WHICH = ("smallest", "largest")
@@ -37,7 +37,7 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
 
     Parameters
     ----------
-    A : rmt.Hessian (or any rmt.operator.SymmetricOperator), scipy LinearOperator, ndarray
+    A : rmt.Hessian (or any rmt.operators.base.SymmetricOperator), scipy LinearOperator, ndarray
         or scipy sparse matrix
         Symmetric, float64.  A dense array or a sparse matrix is checked for symmetry exactly
         (a sparse one is multiplied in its sparse form); an operator whose

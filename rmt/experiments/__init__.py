@@ -1,7 +1,7 @@
 """The experiments layer: theory next to simulation, returned as data (docs/theory.md sections 3-6).
 
 Nothing here writes a file, except :func:`run_sweep`, whose resumable table and manifest let an
-interrupted sweep continue.  The commands (:mod:`rmt.commands`) call these functions and write
+interrupted sweep continue.  The commands (:mod:`rmt.app.commands`) call these functions and write
 the tables, figures and JSON.
 
 - :mod:`.simulation`: sample -> weights -> Hessian at one ``(delta, seed)``.
@@ -12,12 +12,30 @@ the tables, figures and JSON.
 - :mod:`.training`: the first phase of gradient descent and the escape from the plateau.
 """
 
-from .simulation import Simulation, prepare_point, simulate_point
-from .spectra import DENSE_LIMIT, DENSITY_POINTS, check_dense, spectrum_panel, spectrum_panels
-from .sweep import SWEEP_COLUMNS, SWEEP_KEY, SweepTheory, run_point, run_sweep, sweep_theory
-from .theory import point_law, theory_at, theory_curve
-from .threshold_table import TABLE_COLUMNS, TABLE_CONFIGS, threshold_summary, threshold_table
-from .training import TrainingRun, training_run
+from rmt.experiments.simulation import Simulation, prepare_point, simulate_point
+from rmt.experiments.spectra import (
+    DENSE_LIMIT,
+    DENSITY_POINTS,
+    check_dense,
+    spectrum_panel,
+    spectrum_panels,
+)
+from rmt.experiments.sweep import (
+    SWEEP_COLUMNS,
+    SWEEP_KEY,
+    SweepTheory,
+    run_point,
+    run_sweep,
+    sweep_theory,
+)
+from rmt.experiments.theory import point_law, theory_at, theory_curve
+from rmt.experiments.threshold_table import (
+    TABLE_COLUMNS,
+    TABLE_CONFIGS,
+    threshold_summary,
+    threshold_table,
+)
+from rmt.experiments.training import TrainingRun, training_run
 
 __all__ = [
     "DENSE_LIMIT",

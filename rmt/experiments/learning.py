@@ -4,20 +4,47 @@ One *run* is a pair ``(delta, seed)``: sample a training set and a held-out test
 model, run full-batch gradient descent from a small random start (:func:`rmt.gradient_descent`),
 segment it into its two phases, and at the plateau ``W1`` compute the bottom Hessian eigenpairs,
 their ``Theta*`` overlaps, the order parameter and the decision "negative ``Theta*`` outlier or
-not" (:func:`rmt.transition_stats.order_parameter`,
-:func:`rmt.transition_stats.descent_outlier_decision`), the plug-in prediction, and the
-predicted escape (:func:`rmt.escape.predict_escape`).  :func:`trained_thresholds` reads
+not" (:func:`rmt.thresholds.statistics.order_parameter`,
+:func:`rmt.thresholds.statistics.descent_outlier_decision`), the plug-in prediction, and the
+predicted escape (:func:`rmt.dynamics.escape.predict_escape`).  :func:`trained_thresholds` reads
 ``delta_NN`` off the order parameter and ``delta_GD`` off the runs that learned.  Functions
-here return data and write no files; :mod:`rmt.commands` writes them.
+here return data and write no files; :mod:`rmt.app.commands` writes them.
 """
 
 from __future__ import annotations
 
+import pathlib
 import time
+from dataclasses import replace
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from ..threads import adaptive_threads
+from rmt.dynamics.descent import gradient_descent
+from rmt.dynamics.escape import predict_escape
+from rmt.eigen import extreme_eigs, overlaps
+from rmt.experiments.store import ResumableCSV, check_resumable, write_manifest
+from rmt.experiments.theory import theory_at
+from rmt.freeprob import delta_alg
+from rmt.freeprob.plugin import FirstPhaseTrajectory, cavity_self_term, plugin_law, sample_gradients
+from rmt.kernels.threads import adaptive_threads
+from rmt.operators import distributed
+from rmt.operators.hessian import Hessian
+from rmt.thresholds.points import PopulationPoint
+from rmt.thresholds.population import population_threshold
+from rmt.thresholds.statistics import (
+    FWER,
+    INTERVAL_ALPHA,
+    ORDER_LEVEL,
+    bisect_order_parameter,
+    bisect_transition,
+    crossing_estimate,
+    descent_outlier_decision,
+    order_level,
+    order_parameter,
+    overlap_null_level,
+    significance_interval,
+)
 
 #: one row per run
 LEARN_COLUMNS = [
@@ -83,8 +110,6 @@ def run_descent(config, delta, seed, progress=False, *, with_test=True, stop_at_
     The test set is always drawn (it keeps the generator in step, so that every caller gets
     the same start); ``with_test=False`` skips its pass at each step.  ``stop_at_plateau``
     stops the run once the plateau is confirmed (:func:`rmt.gradient_descent`)."""
-    from ..descent import gradient_descent
-
     data, test, rng = sample_pair(config, delta, seed)
     run = gradient_descent(
         config.net(),
@@ -104,10 +129,6 @@ def run_descent(config, delta, seed, progress=False, *, with_test=True, stop_at_
 
 def hessian_at_plateau(config, data, run, rng):
     """Bottom eigenpairs of ``H(W1)``, their overlaps, the outlier decision and the gradient."""
-    from ..eigen import extreme_eigs, overlaps
-    from ..hessian import Hessian
-    from ..transition_stats import descent_outlier_decision
-
     net = config.net()
     H = Hessian(net, data, run.W1, weight_decay=config.weight_decay)
     q = min(N_EIGS_AT_W1, H.shape[0] - 1)
@@ -141,9 +162,6 @@ def plateau_point(config, delta, seed) -> dict:
         ``eigenvalues`` and ``overlaps`` (the bottom :data:`N_EIGS_AT_W1`), ``seconds``; the
         spectral entries are ``None`` (order parameter 0) when no plateau was found.
     """
-    from threadpoolctl import threadpool_limits
-
-    from ..transition_stats import order_parameter
 
     t0 = time.perf_counter()
     row = {"delta": float(delta), "seed": int(seed), "d": config.d, "plateau_step": None}
@@ -180,8 +198,6 @@ PLATEAU_SPECTRUM = (
 def plateau_trajectory(config, data, run):
     """The iterates ``W_0 .. W_T`` of ``run`` up to its plateau ``T``, replayed in numpy (the
     response kernel of the cavity correction needs them; docs/theory.md section 7.5)."""
-    from ..freeprob.plugin import FirstPhaseTrajectory, sample_gradients
-
     net, W = config.net(), run.W0.copy()
     iterates, gnorm = [], []
     for _ in range(run.plateau_step + 1):
@@ -194,9 +210,6 @@ def plateau_trajectory(config, data, run):
 
 def plugin_at_plateau(config, data, run, delta, rng) -> dict:
     """The cavity-corrected plug-in prediction at ``W1`` (:mod:`rmt.freeprob.plugin`)."""
-    from ..freeprob.plugin import cavity_self_term, plugin_law
-    from .theory import theory_at
-
     net = config.net()
     traj = plateau_trajectory(config, data, run)
     self_term = cavity_self_term(net, data, traj, rng=rng)
@@ -211,15 +224,11 @@ def learn_point(config, delta, seed) -> dict:
     BLAS runs on one thread, as on a single-threaded Dask worker, so a run gives the same
     numbers wherever it runs.
     """
-    from threadpoolctl import threadpool_limits
-
     with threadpool_limits(limits=1, user_api="blas"):
         return _learn_point(config, float(delta), int(seed))
 
 
 def _learn_point(config, delta, seed) -> dict:
-    from ..escape import predict_escape
-
     t0 = time.perf_counter()
     data, run, rng = run_descent(config, delta, seed)
     row = _run_summary(config, delta, seed, data, run)
@@ -325,7 +334,7 @@ def threshold_from_grid(rows, column, alpha=0.1) -> dict:
     column : str
         The boolean outcome, e.g. ``"learned"``.
     alpha : float
-        One-sided level of :func:`rmt.transition_stats.significance_interval`.
+        One-sided level of :func:`rmt.thresholds.statistics.significance_interval`.
 
     Returns
     -------
@@ -334,8 +343,6 @@ def threshold_from_grid(rows, column, alpha=0.1) -> dict:
         the first with a "yes" majority, or ``None`` with a ``reason`` when the grid does not
         bracket it; ``interval`` (``None`` without evaluations); ``evaluations``.
     """
-    from ..transition_stats import significance_interval
-
     by = {}
     for r in rows:
         if r.get(column) is not None:
@@ -374,25 +381,14 @@ def order_parameter_from_grid(rows, config, alpha=None) -> dict:
         Gives ``k`` and the width ``m`` of the null law.
     alpha : float, optional
         Two-sided level of the interval (default
-        :data:`rmt.transition_stats.INTERVAL_ALPHA`).
+        :data:`rmt.thresholds.statistics.INTERVAL_ALPHA`).
 
     Returns
     -------
     dict
-        :meth:`rmt.transition_stats.CrossingEstimate.as_dict`, the level counting every run of
+        :meth:`rmt.thresholds.statistics.CrossingEstimate.as_dict`, the level counting every run of
         the grid; ``{"delta": None, "reason": "no runs", ...}`` without rows.
     """
-    from dataclasses import replace
-
-    from ..transition_stats import (
-        FWER,
-        INTERVAL_ALPHA,
-        ORDER_LEVEL,
-        crossing_estimate,
-        order_level,
-        order_parameter,
-        overlap_null_level,
-    )
 
     by = {}
     for r in rows:
@@ -414,9 +410,9 @@ def trained_thresholds(
     """``delta_NN`` at the trained point and the learning threshold of GD, by bisection.
 
     Implements docs/theory.md section 7.4.  ``delta_NN`` is where the seed mean of the order
-    parameter at ``W1`` (:func:`rmt.transition_stats.order_parameter`) crosses its level
-    (:func:`rmt.transition_stats.bisect_order_parameter`); ``delta_GD`` is where the seed
-    majority learns (:func:`rmt.transition_stats.bisect_transition`; final overlap at least
+    parameter at ``W1`` (:func:`rmt.thresholds.statistics.order_parameter`) crosses its level
+    (:func:`rmt.thresholds.statistics.bisect_order_parameter`); ``delta_GD`` is where the seed
+    majority learns (:func:`rmt.thresholds.statistics.bisect_transition`; final overlap at least
     :data:`LEARNED_OVERLAP` after ``config.train_steps`` steps).  Both run over
     ``config.seeds`` at ``config.d`` and share one cache of runs (:func:`learn_point`).
 
@@ -435,7 +431,7 @@ def trained_thresholds(
         Level of both intervals.
     level : float, optional
         Stated level of the order parameter (default
-        :data:`rmt.transition_stats.ORDER_LEVEL`).
+        :data:`rmt.thresholds.statistics.ORDER_LEVEL`).
     gd : bool
         Also locate ``delta_GD``.  Without it each run stops at its plateau
         (:func:`plateau_point`), a fraction of the cost, and ``delta_gd`` is ``None``.
@@ -447,13 +443,6 @@ def trained_thresholds(
     dict
         ``{"delta_nn": CrossingEstimate, "delta_gd": TransitionEstimate or None, "runs": rows}``.
     """
-    from ..transition_stats import (
-        ORDER_LEVEL,
-        bisect_order_parameter,
-        bisect_transition,
-        order_parameter,
-    )
-
     cache = {}
     point = learn_point if gd else plateau_point
 
@@ -498,10 +487,6 @@ def trained_thresholds(
 
 def _open_learn_tables(config, out):
     """The three resumable tables of a learn sweep in ``out`` (or ``None`` without ``out``)."""
-    import pathlib
-
-    from ..output import check_resumable
-    from ..tables import ResumableCSV
 
     if out is None:
         return None
@@ -524,11 +509,8 @@ def run_learn(config, out=None, scheduler=None, progress=None) -> dict:
     With ``out`` the rows go to ``learn.csv`` (one per run), ``learn_eigs.csv`` (bottom
     eigenpairs at ``W1``) and ``learning_curves.csv`` as each run finishes; a rerun with more
     deltas or seeds adds only the new runs.  Returns ``{"rows", "eigs", "curves"}`` (old and
-    new, sorted).  ``scheduler`` is passed to :func:`rmt.distributed.run_tasks`.
+    new, sorted).  ``scheduler`` is passed to :func:`rmt.operators.distributed.run_tasks`.
     """
-    from .. import distributed
-    from ..output import write_manifest
-
     scheduler = config.scheduler if scheduler is None else scheduler
     tables = _open_learn_tables(config, out)
     got = {k: list(t.rows) for k, t in tables.items()} if tables else {"row": [], "eigs": []}
@@ -572,10 +554,6 @@ def run_learn(config, out=None, scheduler=None, progress=None) -> dict:
 def reference_thresholds(config) -> dict:
     """``delta_pop`` (population point, free probability) and ``delta_alg`` of ``config``'s
     model and network; ``None`` with a reason when the population point cannot be had."""
-    from ..freeprob import delta_alg
-    from ..points import PopulationPoint
-    from ..transition import population_threshold
-
     model, net = config.model(), config.net()
     out = {"delta_alg": float(delta_alg(model).value), "delta_pop": None, "pop_reason": ""}
     try:
@@ -599,7 +577,7 @@ def learn_sweep(config, out=None, progress=None) -> dict:
         Each ``d`` writes its resumable tables to ``out/d<d>/``.
     progress : bool or None
         Show progress bars (default: when stderr is a terminal,
-        :func:`rmt.output.progress_enabled`).
+        :func:`rmt.progress.progress_enabled`).
 
     Returns
     -------
@@ -611,9 +589,6 @@ def learn_sweep(config, out=None, progress=None) -> dict:
         (value, interval, reason) at every ``d``; ``reference``, ``delta_pop`` and ``delta_alg``
         (:func:`reference_thresholds`).
     """
-    import pathlib
-    from dataclasses import replace
-
     by_d = {}
     for d in (config.d, *config.sizes):
         cfg = replace(config, d=int(d), sizes=())
@@ -669,8 +644,6 @@ def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[
         :data:`TRAINED_TABLE_COLUMNS` rows; a threshold that was not found, or an open end of
         its interval, is ``None``.
     """
-    from dataclasses import replace
-
     rows = []
     for v in TRAINED_TABLE_CONFIGS if variants is None else variants:
         cfg = replace(base, **v)

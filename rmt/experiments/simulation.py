@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hessian import Hessian
-from ..models import Dataset
-from ..points import Point, make_point
-from ..threads import adaptive_threads
+from rmt.kernels.threads import adaptive_threads
+from rmt.operators.hessian import Hessian
+from rmt.problem.models import Dataset
+from rmt.thresholds.points import Point, make_point
 
 
 @dataclass(frozen=True)

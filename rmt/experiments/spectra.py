@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import eigh
 
-from ..threads import adaptive_threads
-from .simulation import prepare_point, simulate_point
-from .theory import point_law, theory_at
+from rmt.experiments.simulation import prepare_point, simulate_point
+from rmt.experiments.theory import point_law, theory_at
+from rmt.freeprob import bulk_density
+from rmt.kernels.threads import adaptive_threads
 
 #: largest m*d whose full spectrum we compute by dense eigh
 DENSE_LIMIT = 4000
@@ -32,9 +34,6 @@ def spectrum_panel(config, point, delta: float, seed: int, law=None) -> dict:
     when ``delta`` is small) its density at ``eta -> 0`` is a comb of narrow bumps, one per
     node, instead of the smooth density of the continuous law.
     """
-    from scipy.linalg import eigh
-
-    from ..freeprob import bulk_density
 
     check_dense(config)
     sim = simulate_point(config, point, delta, seed)

@@ -13,14 +13,25 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from ..config import RunConfig
-from ..output import check_resumable, timestamp, to_jsonable, write_json, write_manifest
-from ..tables import ResumableCSV
-from ..threads import adaptive_threads
-from .simulation import prepare_point, simulate_point
-from .spectra import DENSE_LIMIT, spectrum_panel
-from .theory import point_law, theory_at, theory_curve
+from rmt.eigen import extreme_eigs, overlaps
+from rmt.experiments.config import RunConfig
+from rmt.experiments.simulation import prepare_point, simulate_point
+from rmt.experiments.spectra import DENSE_LIMIT, spectrum_panel
+from rmt.experiments.store import (
+    ResumableCSV,
+    check_resumable,
+    timestamp,
+    to_jsonable,
+    write_json,
+    write_manifest,
+)
+from rmt.experiments.theory import point_law, theory_at, theory_curve
+from rmt.freeprob import SpikeLaw
+from rmt.kernels.threads import adaptive_threads
+from rmt.operators import distributed
+from rmt.thresholds.population import population_threshold
 
 SWEEP_COLUMNS = [
     "delta",
@@ -83,8 +94,6 @@ def _theory_pair(config, sim, delta, point=None):
     At a data-independent ``point`` the Gaussian law is the point's (``point_law``: built once
     per configuration and reused at every ``delta`` and seed); otherwise it is built from
     ``Q = W^T W`` and ``M = W^T Theta*`` of this sample's ``W``."""
-    from ..freeprob import SpikeLaw
-
     W, theta = sim.W, sim.data.theta
     law = None if point is None else point_law(config, point)
     if law is None:
@@ -103,16 +112,12 @@ def run_point(config: RunConfig, delta: float, seed: int, point=None) -> list[di
     runs on one thread here, as it does on a single-threaded Dask worker, and the Numba
     products sum fixed row chunks, so a point gives bit-identical rows wherever it runs.
     """
-    from threadpoolctl import threadpool_limits
-
     point = prepare_point(config) if point is None else point
     with threadpool_limits(limits=1, user_api="blas"):
         return _run_point(config, delta, seed, point)
 
 
 def _run_point(config: RunConfig, delta: float, seed: int, point) -> list[dict]:
-    from ..eigen import extreme_eigs, overlaps
-
     t0 = time.perf_counter()
     sim = simulate_point(config, point, delta, seed)
     t1 = time.perf_counter()
@@ -161,12 +166,10 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=None, point=
     records the configuration, versions, seeds, timings and status.  A rerun with the same
     ``out`` skips the points already in the CSV, so an interrupted sweep resumes where it
     stopped.  ``scheduler`` (default ``config.scheduler``) is passed to
-    :func:`rmt.distributed.run_tasks` (``None``: serial; ``"local"``: a Dask ``LocalCluster``;
+    :func:`rmt.operators.distributed.run_tasks` (``None``: serial; ``"local"``: a Dask ``LocalCluster``;
     or a scheduler address or Client).  ``point`` is the :class:`rmt.Point` when the caller has
     built it already (:func:`prepare_point`).
     """
-    from .. import distributed
-
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be an rmt.RunConfig; got {type(config).__name__}")
     scheduler = config.scheduler if scheduler is None else scheduler
@@ -262,8 +265,6 @@ class SweepTheory:
 @adaptive_threads
 def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheory:
     """The predicted curves, the thresholds they mark, and a row of full spectra."""
-    from ..transition import population_threshold
-
     law = point_law(config, point)
     lo, hi = min(config.deltas), max(config.deltas)
     theory = SweepTheory(None)

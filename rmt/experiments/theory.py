@@ -6,6 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from rmt.freeprob import SpikeLaw, bulk_edges, outliers
+
 #: laws of data-independent points, by configuration and ``(Q, M)``: the law does not depend on
 #: ``delta`` or on the seed, and a sweep evaluates it at every one of them
 _LAWS: OrderedDict = OrderedDict()
@@ -19,8 +21,6 @@ def point_law(config, point, model=None, net=None):
 
     Without an explicit ``model`` and ``net`` the law is built once per configuration and
     ``(Q, M)``, and the same (read-only) object is returned to later calls (``_LAWS``)."""
-    from ..freeprob import SpikeLaw
-
     inputs = point.law_inputs()
     if inputs is None:
         return None
@@ -58,8 +58,6 @@ def theory_at(law, delta: float, n_out: int) -> dict:
     ``bottom`` is the predicted smallest eigenvalue: the lowest outlier when there is one,
     otherwise the left edge.
     """
-    from ..freeprob import bulk_edges, outliers
-
     edges = bulk_edges(law, delta)
     outs = sorted(outliers(law, delta, side="left", edges=edges), key=lambda o: o.value)
     values = [o.value for o in outs[:n_out]]

@@ -6,10 +6,13 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from ..config import MIN_DELTA
-from ..points import POINT_KINDS, make_point
-from ..threads import adaptive_threads
+from rmt.experiments.config import MIN_DELTA
+from rmt.kernels.threads import adaptive_threads
+from rmt.progress import progress_enabled
+from rmt.thresholds.points import POINT_KINDS, make_point
+from rmt.thresholds.population import population_threshold
 
 TABLE_CONFIGS = [
     dict(activation="softplus", loss="huber", width=2),
@@ -50,8 +53,6 @@ def threshold_summary(config) -> tuple[dict, object]:
     ``summary`` is JSON-able: the configuration, the result, its bracket and notes, and the
     wall time.  A point that depends on the sample raises ValueError before any work.
     """
-    from ..transition import population_threshold
-
     if POINT_KINDS[config.point].sample_dependent:
         raise ValueError(
             f"delta_pop needs a data-independent point; the {config.point} point depends on "
@@ -72,8 +73,6 @@ def threshold_summary(config) -> tuple[dict, object]:
 
 
 def _table_row(cfg) -> dict:
-    from ..transition import population_threshold
-
     row = {
         "target": cfg.target,
         "noise": cfg.noise,
@@ -124,11 +123,8 @@ def threshold_table(base, variants=TABLE_CONFIGS, progress=None) -> list[dict]:
     ``status`` is ``"found"`` (a finite ``delta_pop``), ``"none"`` (no transition,
     ``delta_pop = inf``, ``reason`` says why) or ``"failed"`` (``delta_pop = nan``, ``reason``
     carries the solver's message).  ``progress``: a bar over the variants
-    (:func:`rmt.output.progress_enabled`: by default only when stderr is a terminal).
+    (:func:`rmt.progress.progress_enabled`: by default only when stderr is a terminal).
     """
-    from tqdm.auto import tqdm
-
-    from ..output import progress_enabled
 
     rows = []
     for v in tqdm(variants, desc="threshold table", disable=not progress_enabled(progress)):

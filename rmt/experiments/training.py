@@ -7,17 +7,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..threads import adaptive_threads
+from rmt.dynamics.escape import predict_escape
+from rmt.experiments.learning import LEARNED_OVERLAP, hessian_at_plateau, run_descent
+from rmt.kernels.threads import adaptive_threads
 
 
 @dataclass(frozen=True)
 class TrainingRun:
     """Result of :func:`training_run`.
 
-    ``run`` is the :class:`rmt.descent.GDRun` (curves, ``W1``, plateau and escape steps);
+    ``run`` is the :class:`rmt.dynamics.descent.GDRun` (curves, ``W1``, plateau and escape steps);
     ``eigs`` the bottom eigenpairs of the Hessian at ``W1`` and ``overlaps`` their ``Theta*``
-    overlaps; ``decision`` the :class:`rmt.transition_stats.OutlierDecision` there;
-    ``predicted`` the :class:`rmt.escape.EscapePrediction` (``None`` without a plateau), and
+    overlaps; ``decision`` the :class:`rmt.thresholds.statistics.OutlierDecision` there;
+    ``predicted`` the :class:`rmt.dynamics.escape.EscapePrediction` (``None`` without a plateau), and
     ``predicted_step`` the step it predicts for the escape (``None`` without one); ``curves`` the
     per-step train and test loss, gradient norm and overlap.
     """
@@ -35,9 +37,6 @@ class TrainingRun:
 def training_run(config, progress=False) -> TrainingRun:
     """Gradient descent at the first ``delta`` and seed of ``config`` for
     ``config.train_steps + config.continue_steps`` steps, with a held-out test set."""
-    from ..escape import predict_escape
-    from .learning import LEARNED_OVERLAP, hessian_at_plateau, run_descent
-
     total = replace(config, train_steps=config.train_steps + config.continue_steps)
     data, run, rng = run_descent(total, config.deltas[0], config.seeds[0], progress=progress)
     curves = {

@@ -38,12 +38,12 @@ two such coordinates the nested law is kept only where a randomised QMC law agre
 noisy or ``k >= 2`` targets get randomised QMC nodes (scrambled Sobol) with their ``stderr``.
 """
 
-from . import closed_forms  # noqa: F401
-from .alg import DeltaAlg, delta_alg  # noqa: F401
-from .bbp import BBPThreshold, bbp_threshold  # noqa: F401
-from .edges import BulkEdges  # noqa: F401
-from .law import SpikeLaw  # noqa: F401
-from .mp import ConvergenceError, EdgeNotDetermined  # noqa: F401
-from .nodes import adaptive_gauss_1d  # noqa: F401
-from .outliers import Outlier, Outliers, outliers  # noqa: F401
-from .spectrum import BulkDensity, StieltjesResult, bulk_density, bulk_edges, stieltjes  # noqa: F401
+from rmt.freeprob import closed_forms  # noqa: F401
+from rmt.freeprob.alg import DeltaAlg, delta_alg  # noqa: F401
+from rmt.freeprob.bbp import BBPThreshold, bbp_threshold  # noqa: F401
+from rmt.freeprob.edges import BulkEdges  # noqa: F401
+from rmt.freeprob.law import SpikeLaw  # noqa: F401
+from rmt.freeprob.mp import ConvergenceError, EdgeNotDetermined  # noqa: F401
+from rmt.freeprob.nodes import adaptive_gauss_1d  # noqa: F401
+from rmt.freeprob.outliers import Outlier, Outliers, outliers  # noqa: F401
+from rmt.freeprob.spectrum import BulkDensity, StieltjesResult, bulk_density, bulk_edges, stieltjes  # noqa: F401

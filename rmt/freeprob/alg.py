@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, k0e, k1e
 
-from .._validation import check_positive_int
-from ..models import MultiIndexModel
+from rmt.problem.models import MultiIndexModel
+from rmt.validation import check_positive_int
 
 
 @dataclass

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from .mp import MPSystem
-from .outliers import RealBranch, check_side, edge_and_branch
-from .spectrum import check_law
+from rmt.freeprob.mp import MPSystem
+from rmt.freeprob.outliers import RealBranch, check_side, edge_and_branch
+from rmt.freeprob.spectrum import check_law
 
 THETA_TOL = 1e-8
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_positive_float
+from rmt.validation import check_positive_float
 
 
 def mp_edges(delta):

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import brentq
 
-from ..kernels.freeprob import lu_solve_checked
-from .mp import (
+from rmt.freeprob.mp import (
     NEWTON_MAXIT,
     NEWTON_TOL,
     ConvergenceError,
@@ -28,6 +27,7 @@ from .mp import (
     MPSystem,
     NewtonState,
 )
+from rmt.kernels.freeprob import lu_solve_checked
 
 
 @dataclass
@@ -160,7 +160,7 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=Fals
     return None
 
 
-def _tau_bound(mp: MPSystem, side):
+def tau_bound(mp: MPSystem, side):
     """For ``m = 1`` with exact ``d_bounds``: ``tau`` where ``1 + tau D / delta`` hits 0."""
     b = mp.law.d_bounds
     if b is None:
@@ -395,7 +395,7 @@ def find_fold(mp: MPSystem, side, max_steps=400):
     """
     pt, prev, past = _start(mp, side), None, None  # past: a point known to lie past the fold
     path = [pt]
-    tau_b = _tau_bound(mp, side)
+    tau_b = tau_bound(mp, side)
     ratio, steps, failed = 1.5, 0, None  # failed: the nearest tau beyond pt where a step failed
     while steps < max_steps:
         steps += 1

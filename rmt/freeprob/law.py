@@ -7,13 +7,9 @@ of ``zhat_i`` and label noise.  The first ``theta_dims`` coordinates of ``zhat``
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import erfinv
 
-from .._validation import as_float_array, check_nonneg_float, check_positive_int
-from ..kernels.curvature import block_eigenvalues
-from ..models import MultiIndexModel
-from ..quadrature import QMC_NODES
-from ..threads import with_single_threaded_blas
-from .nodes import (
+from rmt.freeprob.nodes import (
     ALIGNED_OUTER_RANGE,
     ALIGNED_RANGE,
     DEFAULT_MC_SEED,
@@ -25,7 +21,13 @@ from .nodes import (
     nested_nodes,
     random_kind,
 )
-from .unbounded import probe_law
+from rmt.freeprob.unbounded import probe_law
+from rmt.kernels.curvature import block_eigenvalues
+from rmt.kernels.threads import with_single_threaded_blas
+from rmt.problem.models import MultiIndexModel
+from rmt.problem.network import TwoLayerNet
+from rmt.problem.quadrature import QMC_NODES
+from rmt.validation import as_float_array, check_nonneg_float, check_positive_int
 
 #: default outer Gauss-Hermite orders of ``"nested"`` nodes, by the number of outer coordinates;
 #: with one, the order grows with the variance ``s2`` of ``u`` along it (``60 s2``, at most 720):
@@ -205,7 +207,7 @@ class SpikeLaw:
           across kinks to 1e-10 but slow (tens of seconds);
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
         - ``"qmc"`` otherwise: ``n_qmc`` randomised quasi-Monte Carlo nodes (8 independently
-          scrambled Sobol sets, ``rmt.quadrature.sobol``), ``stderr`` from the spread of the
+          scrambled Sobol sets, ``rmt.problem.quadrature.sobol``), ``stderr`` from the spread of the
           sets.  On the sweep laws they are 2-65x more accurate than the 200k i.i.d. draws
           that preceded them, at a sixth of the nodes (docs/theory.md section 3.9);
         - ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default 200k), ``stderr`` set.  An ``n_mc``
@@ -219,8 +221,6 @@ class SpikeLaw:
         ``"monte_carlo"`` nodes, one draw of ``g`` per node from a generator spawned from
         ``rng`` (``stderr`` set); any other explicit ``nodes`` raises.
         """
-        from ..network import TwoLayerNet
-
         if not isinstance(model, MultiIndexModel):
             raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
         if not isinstance(net, TwoLayerNet):
@@ -486,8 +486,6 @@ def _kink_separation(net, c, m_abs=0.0):
 def inverse_activation(name, v):
     """``sigma^{-1}(v)`` of a monotone activation (``MONOTONE``), ``nan`` where ``v`` is outside
     the range of ``sigma`` (for ReLU, ``v <= 0``: no single preimage)."""
-    from scipy.special import erfinv
-
     v = np.asarray(v, dtype=float)
     with np.errstate(all="ignore"):
         if name == "tanh":

@@ -15,26 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_positive_float
-from ..kernels._generated.freeprob_small import (
+from rmt.kernels._generated.freeprob_small import (
     MOMENTS,
     MOMENTS_COMPLEX,
     PIVOTS,
     SPIKE_BLOCK,
     SPIKE_SUMS,
 )
-from ..kernels.freeprob import (
-    min_pd_pivot,
-    mp_moments,
-    mp_residual,
-    spike_moments,
-)
-from ..kernels.freeprob_halves import (
+from rmt.kernels.freeprob import min_pd_pivot, mp_moments, mp_residual, spike_moments
+from rmt.kernels.freeprob_halves import (
     fill_spike_workspace,
     min_pivot_halves,
     moments_halves,
     spike_sums_halves,
 )
+from rmt.validation import check_positive_float
 
 NEWTON_TOL = 1e-13
 NEWTON_MAXIT = 40

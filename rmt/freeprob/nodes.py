@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from ..quadrature import QMC_NODES, GaussianNodes, gauss_hermite, monte_carlo, sobol
+from rmt.problem.quadrature import QMC_NODES, GaussianNodes, gauss_hermite, monte_carlo, sobol
 
 DEFAULT_ORDER = {1: 120, 2: 48, 3: 20}
 MAX_QUADRATURE_DIMS = 3
@@ -327,7 +327,7 @@ def gaussian_nodes(
 ) -> GaussianNodes:
     """Tensor Gauss-Hermite nodes up to ``dims = 3`` (``nodes="auto"``), randomised QMC above.
 
-    ``"qmc"``: ``n_qmc`` scrambled Sobol nodes in independent replicates (``rmt.quadrature.sobol``);
+    ``"qmc"``: ``n_qmc`` scrambled Sobol nodes in independent replicates (``rmt.problem.quadrature.sobol``);
     ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default ``DEFAULT_MC_NODES``).  An ``n_mc`` given
     with ``nodes="auto"`` asks for those i.i.d. draws above three dimensions, in place of the
     QMC nodes (what ``"auto"`` gave before them).  Both come from

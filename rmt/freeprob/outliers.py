@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import scalar
-from .mp import ConvergenceError, EdgeNotDetermined, MPSystem
-from .spectrum import check_law, continue_real_branch, real_branch_start, side_edge
+from rmt.freeprob import scalar
+from rmt.freeprob.mp import ConvergenceError, EdgeNotDetermined, MPSystem
+from rmt.freeprob.spectrum import check_law, continue_real_branch, real_branch_start, side_edge
 
 SIDES = {"left": -1, "right": 1}
 EDGE_RESOLUTION = 1e-9  # roots closer than this (relative) to the edge are not outliers

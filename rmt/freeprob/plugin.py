@@ -49,12 +49,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_nonneg_float, check_positive_int
-from ..models import Dataset
-from ..network import TwoLayerNet
-from .law import SpikeLaw
-from .outliers import outliers
-from .spectrum import bulk_edges
+from rmt.freeprob.law import SpikeLaw
+from rmt.freeprob.outliers import outliers
+from rmt.freeprob.spectrum import bulk_edges
+from rmt.problem.models import Dataset
+from rmt.problem.network import TwoLayerNet
+from rmt.validation import as_float_array, check_nonneg_float, check_positive_int
 
 
 @dataclass(frozen=True)

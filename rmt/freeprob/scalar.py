@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.freeprob import scalar_moments, scalar_spike_sums
-from .edges import FoldPoint, _tau_bound
-from .mp import ConvergenceError, MPSystem, NewtonState
+from rmt.freeprob.edges import FoldPoint, tau_bound
+from rmt.freeprob.mp import ConvergenceError, MPSystem, NewtonState
+from rmt.kernels.freeprob import scalar_moments, scalar_spike_sums
 
 #: whether ``bulk_edges``, ``outliers`` (and what calls them) take this path for ``m = 1``; the
 #: general continuation stays the reference it is tested against (``tests/test_scalar_branch.py``)
@@ -152,7 +152,7 @@ def fold(mp: MPSystem, side):
     else:
         return None
     margin = br.margin(x)
-    tau_b = _tau_bound(mp, side)
+    tau_b = tau_bound(mp, side)
     if margin < MIN_MARGIN or (tau_b is not None and abs(tau_b) <= x):
         return None
     st = br.state(x, sums[0], sums[1])

@@ -10,10 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import scalar
-from .edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
-from .law import SpikeLaw
-from .mp import NEWTON_MAXIT, NEWTON_TOL, ConvergenceError, EdgeNotDetermined, MPSystem, NewtonState
+from rmt.freeprob import scalar
+from rmt.freeprob.edges import STEP_MAXIT, STEP_TOL, BulkEdges, find_fold
+from rmt.freeprob.law import SpikeLaw
+from rmt.freeprob.mp import (
+    NEWTON_MAXIT,
+    NEWTON_TOL,
+    ConvergenceError,
+    EdgeNotDetermined,
+    MPSystem,
+    NewtonState,
+)
 
 
 def check_law(law):

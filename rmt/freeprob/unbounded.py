@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.curvature import block_eigenvalues, gershgorin_bounds
+from rmt.kernels.curvature import block_eigenvalues, gershgorin_bounds
 
 RADII = (6.0, 12.0, 24.0, 48.0)
 #: directions sampled on each sphere (a fixed, seeded draw): a band of angular fraction

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .elementwise import activation, loss
+from rmt.kernels.elementwise import activation, loss
 
 #: rows below which the serial kernel is used (a parallel call costs about 10 ms under load; the
 #: serial kernel does about 20-40 ns a row for m <= 4)

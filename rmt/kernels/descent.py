@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._generated.descent_small import (
+from rmt.kernels._generated.descent_small import (
     FASTMATH,
     GRAD_KERNELS,
     LOSS_KERNELS,
@@ -30,7 +30,7 @@ from ._generated.descent_small import (
     row_coefficients,
     row_losses,
 )
-from .simd import PIPELINED_WIDTHS, grad4_c4, resolve_target
+from rmt.kernels.simd import PIPELINED_WIDTHS, grad4_c4, resolve_target
 
 #: rows per step of the generic kernels
 ROWS_PER_STEP = 4

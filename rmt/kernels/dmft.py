@@ -1,4 +1,4 @@
-"""The per-sample responses of the DMFT (``rmt.dmft``, docs/dmft.md eqs. (D2)-(D3)) by reverse mode.
+"""The per-sample responses of the DMFT (``rmt.dynamics.dmft``, docs/dmft.md eqs. (D2)-(D3)) by reverse mode.
 
 For one draw ``n`` of the per-sample process, the responses ``G(t, s) = d r^t / d eta^s``
 (``m x m``, ``s <= t``) form the block lower-triangular matrix
@@ -29,8 +29,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .elementwise import activation, loss
-from .simd import dot_rows
+from rmt.kernels.elementwise import activation, loss
+from rmt.kernels.simd import dot_rows
 
 #: draws per chunk of the generic kernel: the innermost loop (two ``<4 x double>`` on AVX2)
 NB = 8

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._generated.freeprob_small import (
+from rmt.kernels._generated.freeprob_small import (
     moments_m2,
     moments_m3,
     moments_m4,

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._generated.hvp_small import KERNELS as SMALL_M_KERNELS
-from ._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
-from .curvature import curvature_rows
-from .simd import (
+from rmt.kernels._generated.hvp_small import KERNELS as SMALL_M_KERNELS
+from rmt.kernels._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
+from rmt.kernels.curvature import curvature_rows
+from rmt.kernels.simd import (
     PIPELINED_WIDTHS,
     STRIDED_FORM,
     TWO_LOOP_FOR_FLOAT32,

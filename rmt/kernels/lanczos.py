@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hessian import dots4
+from rmt.kernels.hessian import dots4
 
 
 @njit(cache=True, parallel=True)

@@ -76,7 +76,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic, overload
 
-from ._generated.descent_small import row_coefficients
+from rmt.kernels._generated.descent_small import row_coefficients
 
 LANES = 8
 #: doubles in a cache line (the prefetch steps in lines, not in lane vectors)

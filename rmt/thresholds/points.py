@@ -23,10 +23,11 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from scipy.optimize import minimize
 
-from ._validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
-from .models import MultiIndexModel
-from .network import TwoLayerNet
-from .quadrature import gauss_hermite, monte_carlo
+from rmt.dynamics.descent import gradient_descent
+from rmt.problem.models import MultiIndexModel
+from rmt.problem.network import TwoLayerNet
+from rmt.problem.quadrature import gauss_hermite, monte_carlo
+from rmt.validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
 
 MIN_GAUSS_HERMITE_ORDER = 10
 MAX_GAUSS_HERMITE_ORDER = 40
@@ -570,7 +571,7 @@ class TrainedPoint(Point):
     """The end of the first phase of full-batch gradient descent from a small random start.
 
     :meth:`train` runs :func:`rmt.gradient_descent` with these settings; ``W`` is the iterate
-    at the plateau of :func:`rmt.descent.segment_phases` (docs/theory.md section 7.2).
+    at the plateau of :func:`rmt.dynamics.descent.segment_phases` (docs/theory.md section 7.2).
     """
 
     lr: float = 0.5
@@ -600,8 +601,6 @@ class TrainedPoint(Point):
         Without ``continue_steps`` it stops once the plateau is confirmed; otherwise it runs
         ``steps + continue_steps`` steps (with ``test`` as the held-out set) to see the escape.
         """
-        from .descent import gradient_descent
-
         return gradient_descent(
             net,
             data,

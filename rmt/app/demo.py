@@ -20,7 +20,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .threads import configure_threads
+from rmt.app.commands import cmd_learn, cmd_sweep, format_estimate, format_threshold_value
+from rmt.app.plotting import save_figure_atomic, threshold_figure
+from rmt.app.report import format_threshold_table
+from rmt.experiments import TABLE_COLUMNS, threshold_table
+from rmt.experiments.config import RunConfig
+from rmt.experiments.store import write_table
+from rmt.kernels.threads import configure_threads
 
 
 def main(argv=None):
@@ -34,12 +40,6 @@ def main(argv=None):
         "--learn-d", type=int, default=200, help="dimension of the GD runs (default %(default)s)"
     )
     args = parser.parse_args(argv)
-
-    from .commands import cmd_sweep
-    from .config import RunConfig
-    from .experiments import TABLE_COLUMNS, threshold_table
-    from .output import format_threshold_table, save_figure_atomic, write_table
-    from .plotting import threshold_figure
 
     t0 = time.perf_counter()
     out = pathlib.Path(args.out)
@@ -90,7 +90,6 @@ def main(argv=None):
         f"\n== what gradient descent learns: d = {args.learn_d}, {len(learn.deltas)} values "
         f"of delta, {args.seeds} seeds, from a small random start =="
     )
-    from .commands import cmd_learn, format_estimate, format_threshold_value
 
     res = cmd_learn(learn, out / "learn")
     t = {k: format_threshold_value(v) for k, v in res["thresholds"].items()}

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
-from .kernels import elementwise as ew
-from .kernels.curvature import SERIAL_MAX_ROWS, curvature_blocks_serial
-from .kernels.hessian import curvature_blocks
-from .models import Dataset
+from rmt.kernels import elementwise as ew
+from rmt.kernels.curvature import SERIAL_MAX_ROWS, curvature_blocks_serial
+from rmt.kernels.hessian import curvature_blocks
+from rmt.problem.models import Dataset
+from rmt.validation import as_float_array, check_choice, check_nonneg_float, check_positive_int
 
 ACTIVATIONS = tuple(ew.ACTIVATIONS)
 LOSSES = tuple(ew.LOSSES)
@@ -32,9 +32,9 @@ class TwoLayerNet:
     width : int
         Number of hidden neurons ``m``.
     activation : str
-        One of ``rmt.network.ACTIVATIONS``.
+        One of ``rmt.problem.network.ACTIVATIONS``.
     loss : str
-        One of ``rmt.network.LOSSES``.
+        One of ``rmt.problem.network.LOSSES``.
     a : array_like, optional
         Second layer, default ``np.full(width, 1/width)``.
     huber_delta : float

@@ -11,6 +11,7 @@ is written.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -19,9 +20,12 @@ import sys
 import tempfile
 from dataclasses import fields
 
-from . import __version__
-from .config import RUN_COMMANDS, RunConfig
-from .threads import configure_threads
+from rmt.experiments.config import RUN_COMMANDS, RunConfig
+from rmt.experiments.store import finite_or_none
+from rmt.kernels.threads import configure_threads
+from rmt.problem.models import TARGETS
+from rmt.problem.network import ACTIVATIONS, LOSSES
+from rmt.thresholds.points import config_point_kinds
 
 COMMANDS = (*RUN_COMMANDS, "bench")
 #: what ``rmt --help`` opens with: the question the toolkit answers
@@ -41,7 +45,7 @@ HELP = {
     "learn": "what gradient descent learns across delta: the learning transition next to the Hessian one",
     "bench": "run the benchmark scripts of a source checkout",
 }
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -56,8 +60,6 @@ def flag_of(f) -> str:
 
 def registry_choices(name: str):
     """The registered names of the field ``name`` (targets, activations, losses), else None."""
-    from . import ACTIVATIONS, LOSSES, TARGETS
-
     known = {"target": TARGETS, "activation": ACTIVATIONS, "loss": LOSSES}.get(name)
     return None if known is None else list(known)
 
@@ -68,8 +70,6 @@ def _help(f) -> str:
     if choices is not None:
         return f"{meta['help']}: {' | '.join(choices)} (default {f.default})"
     if f.name == "point":
-        from .points import config_point_kinds
-
         return f"{meta['help']}: {' | '.join(config_point_kinds())} (default {f.default})"
     if isinstance(f.default, bool):
         return meta["help"]
@@ -110,7 +110,9 @@ def add_config_options(parser, command) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="rmt", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"rmt {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"rmt {importlib.metadata.version('rmt')}"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     for command in RUN_COMMANDS:
         add_config_options(sub.add_parser(command, help=HELP[command]), command)
@@ -202,7 +204,7 @@ def main(argv=None) -> int:
         if args.command == "bench":
             summary = run_bench(args.which)
         else:
-            from . import commands
+            from rmt.app import commands  # lazy: keeps `rmt --help` quick
 
             config = config_from_args(args)
             out = check_out(args.out)
@@ -217,8 +219,6 @@ def main(argv=None) -> int:
         print(f"rmt: error: {flag_message(message)}", file=sys.stderr)
         return 2
     if getattr(args, "json", False):
-        from .output import finite_or_none
-
         print(json.dumps(finite_or_none(summary), default=str, allow_nan=False))
     return 0
 

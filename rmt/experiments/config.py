@@ -1,7 +1,7 @@
 """Configuration of a run: the one carrier of every option of the ``rmt`` commands.
 
 Each field of :class:`RunConfig` has metadata (see :func:`option`): its help text, the commands
-that use it and its group; :mod:`rmt.cli` derives its flags and their defaults from them.
+that use it and its group; :mod:`rmt.app.cli` derives its flags and their defaults from them.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from ._validation import (
+from rmt.eigen import METHODS as EIG_METHODS
+from rmt.problem.models import MultiIndexModel
+from rmt.problem.network import TwoLayerNet
+from rmt.thresholds.points import config_point_kinds
+from rmt.validation import (
     check_choice,
     check_nonneg_float,
     check_positive_float,
     check_positive_int,
 )
-from .eigen import METHODS as EIG_METHODS
-from .models import MultiIndexModel
-from .network import TwoLayerNet
-from .points import config_point_kinds
 
 #: the commands that take a RunConfig
 RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn")

@@ -10,7 +10,7 @@ import numpy as np
 from scipy.special import ndtri, roots_hermitenorm
 from scipy.stats import qmc
 
-from ._validation import check_positive_int
+from rmt.validation import check_positive_int
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validation import as_float_array, check_nonneg_float, check_positive_int
+from rmt.validation import as_float_array, check_nonneg_float, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class MultiIndexModel:
     Parameters
     ----------
     target : str or callable
-        A registry name (see ``rmt.models.TARGETS``) or a callable ``g(z, rng) -> y`` with
+        A registry name (see ``rmt.problem.models.TARGETS``) or a callable ``g(z, rng) -> y`` with
         ``z`` of shape ``(N, k)``; a callable needs ``k``.
     k : int, optional
         Index dimension; defaults to the target's own.

@@ -1,7 +1,7 @@
 """Figures. Each ``plot_*`` function takes a matplotlib Axes (or a row of them) and returns it;
 each ``*_figure`` function builds a whole figure of the command line from the data an
 experiment returned, and returns the figure (save it with :func:`save_figure` or
-:func:`rmt.output.save_figure_atomic`).
+:func:`rmt.app.plotting.save_figure_atomic`).
 
 Matplotlib is imported lazily, inside :func:`new_figure`, which builds figures without pyplot;
 the drawing functions only call methods of the Axes they are given.
@@ -14,9 +14,13 @@ no data; the ``plot_*`` functions put theirs outside their Axes too, or leave it
 from __future__ import annotations
 
 import math
+import os
+import pathlib
 import textwrap
 
 import numpy as np
+
+from rmt.app.report import summarize_by_delta, variant_label
 
 THEORY_COLOR = "#c0392b"
 SIM_COLOR = "#2c3e50"
@@ -63,6 +67,15 @@ def save_figure(fig, path) -> None:
     if fig.get_layout_engine() is None:
         fig.tight_layout()
     fig.savefig(path, dpi=130)
+
+
+def save_figure_atomic(fig, path) -> None:
+    """Save ``fig`` as a PNG (:func:`rmt.app.plotting.save_figure`) under a temporary name, then
+    move it to ``path``."""
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    save_figure(fig, tmp)
+    os.replace(tmp, path)
 
 
 def set_title(fig, title, fontsize=10) -> None:
@@ -258,18 +271,6 @@ def _group_label(names) -> str:
     symbols = " = ".join(MARK_SYMBOLS.get(n, n) for n in names)
     notes = "; ".join(n for n in notes if n)
     return f"{symbols} ({notes})" if notes else symbols
-
-
-def summarize_by_delta(rows, column, index=0):
-    """Mean and standard deviation across seeds of ``column`` at eigen-index ``index``."""
-    table = {}
-    for r in rows:
-        if r.get("index", 0) == index and r.get(column) is not None:
-            table.setdefault(r["delta"], []).append(float(r[column]))
-    deltas = np.array(sorted(table))
-    mean = np.array([np.mean(table[x]) for x in deltas])
-    std = np.array([np.std(table[x]) if len(table[x]) > 1 else 0.0 for x in deltas])
-    return deltas, mean, std
 
 
 def _finite(values) -> np.ndarray:
@@ -592,7 +593,6 @@ def sweep_figure(rows, curve=None, thresholds=None, title="", reason=None):
 def threshold_figure(rows, title=""):
     """The chart of ``delta_pop / delta_alg`` for the rows of a threshold table
     (:func:`plot_threshold_chart`), with the legend and a caption below it."""
-    from .output import variant_label
 
     entries = [
         {

@@ -2,7 +2,7 @@
 
 Every command takes a validated :class:`rmt.RunConfig` (the only carrier of its options) and an
 output folder, and returns a JSON-able summary.  The science is in :mod:`rmt.experiments`;
-files are written by :mod:`rmt.output`, each one complete or not at all (the resumable sweep
+files are written by :mod:`rmt.experiments.store`, each one complete or not at all (the resumable sweep
 table excepted).
 """
 
@@ -14,17 +14,38 @@ import sys
 import time
 from dataclasses import replace
 
-from .config import RunConfig
-from .output import (
-    columns_table,
-    format_sweep_table,
-    format_threshold_table,
+from rmt.app.plotting import (
+    learn_figures,
+    learning_curve_deltas,
     save_figure_atomic,
-    write_json,
-    write_manifest,
-    write_table,
+    spectra_figure,
+    sweep_figure,
+    threshold_figure,
+    training_figure,
 )
-from .tables import read_table
+from rmt.app.report import format_sweep_table, format_threshold_table
+from rmt.dynamics.dmft import dmft_hessian
+from rmt.experiments import (
+    TABLE_COLUMNS,
+    prepare_point,
+    run_sweep,
+    spectrum_panels,
+    sweep_theory,
+    threshold_summary,
+    threshold_table,
+    training_run,
+)
+from rmt.experiments.config import RunConfig
+from rmt.experiments.learning import (
+    LEARN_COLUMNS,
+    TRAINED_TABLE_COLUMNS,
+    learn_sweep,
+    reference_thresholds,
+    trained_threshold_table,
+    trained_thresholds,
+)
+from rmt.experiments.store import columns_table, read_table, write_json, write_manifest, write_table
+from rmt.thresholds.asymptotic import STDERR_RTOL, dmft_delta_nn
 
 #: most panels of ``rmt spectrum`` (one per delta)
 MAX_PANELS = 6
@@ -71,9 +92,6 @@ def _panel_summary(p) -> dict:
 
 def cmd_spectrum(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt spectrum``: full spectra at each ``delta`` (first seed) against the theory."""
-    from .experiments import spectrum_panels
-    from .plotting import spectra_figure
-
     if len(config.deltas) > MAX_PANELS:
         raise ValueError(
             f"rmt spectrum draws one panel per delta: give at most {MAX_PANELS}; "
@@ -103,9 +121,6 @@ def cmd_spectrum(config: RunConfig, out, progress=None, quiet=False) -> dict:
 def cmd_threshold(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt threshold``: the thresholds of the configuration;
     with ``config.table`` also over the variants of :data:`rmt.experiments.TABLE_CONFIGS`."""
-    from .experiments import TABLE_COLUMNS, threshold_summary, threshold_table
-    from .plotting import threshold_figure
-
     if config.point == "trained":
         return cmd_threshold_trained(config, out, progress, quiet)
     t0 = time.perf_counter()
@@ -152,9 +167,6 @@ def cmd_threshold(config: RunConfig, out, progress=None, quiet=False) -> dict:
 
 def cmd_sweep(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt sweep``: theory against simulation on the grid of ``delta`` and seeds (resumable)."""
-    from .experiments import prepare_point, run_sweep, sweep_theory
-    from .plotting import spectra_figure, sweep_figure
-
     out = _prepare_out(out)
     t0 = time.perf_counter()
     _stage(quiet, f"the {config.point} point")
@@ -222,9 +234,6 @@ def _written_files(out) -> list:
 def cmd_train(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt train``: gradient descent with its two phases, the Hessian at the plateau ``W1``
     and the predicted escape, at the first ``delta`` and seed."""
-    from .experiments import training_run
-    from .plotting import training_figure
-
     out = _prepare_out(out)
     t0 = time.perf_counter()
     _stage(quiet, f"gradient descent at delta = {config.deltas[0]:g}, d = {config.d}")
@@ -268,9 +277,6 @@ def cmd_train(config: RunConfig, out, progress=None, quiet=False) -> dict:
 def cmd_learn(config: RunConfig, out, progress=None, quiet=False) -> dict:
     """``rmt learn``: gradient descent across ``delta x seeds`` (and ``config.sizes``), the
     Hessian at each plateau, and the thresholds read off the grid (resumable per ``d``)."""
-    from .experiments.learning import learn_sweep
-    from .plotting import learn_figures
-
     out = _prepare_out(out)
     t0 = time.perf_counter()
     _stage(quiet, f"{len(config.deltas)} delta x {len(config.seeds)} seed(s) of gradient descent")
@@ -408,8 +414,6 @@ def cmd_threshold_trained(config: RunConfig, out, progress=None, quiet=False) ->
         its reason, with its interval and, for ``delta_NN``, the level and the stated error
         rates.
     """
-    from .experiments.learning import LEARN_COLUMNS, reference_thresholds, trained_thresholds
-
     lo, hi = (min(config.deltas), max(config.deltas)) if len(config.deltas) > 1 else TRAINED_BRACKET
     out = _prepare_out(out)
     t0 = time.perf_counter()
@@ -447,8 +451,6 @@ def cmd_threshold_trained(config: RunConfig, out, progress=None, quiet=False) ->
     if dmft is not None:
         _say(format_dmft_threshold(dmft))
     if config.table:
-        from .experiments.learning import TRAINED_TABLE_COLUMNS, trained_threshold_table
-
         table = trained_threshold_table(config, lo, hi, progress=say)
         write_table(out / "threshold_table.csv", table, TRAINED_TABLE_COLUMNS)
         files.append("threshold_table.csv")
@@ -509,9 +511,6 @@ def _dmft_record(h) -> dict:
 def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
     """``{delta: DMFTHessian}`` at the deltas of the learning-curve figure (``rmt learn
     --dmft``): one DMFT solve each, tens of seconds."""
-    from .dmft import dmft_hessian
-    from .plotting import learning_curve_deltas
-
     out = {}
     for x in learning_curve_deltas(rows):
         _stage(quiet, f"DMFT of the first phase at delta = {x:g} ({config.dmft_steps} steps)")
@@ -528,7 +527,6 @@ DMFT_MIN_DELTA = 0.5
 def _dmft_threshold(config: RunConfig, say) -> dict:
     """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[DMFT_MIN_DELTA,
     config.max_delta]``, as a dict."""
-    from .dmft_threshold import STDERR_RTOL, dmft_delta_nn
 
     def report(ev):
         if say:

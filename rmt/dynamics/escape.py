@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_float_array, check_positive_float
+from rmt.validation import as_float_array, check_positive_float
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,17 @@ from scipy.linalg import solve_triangular
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ._validation import check_nonneg_float, check_positive_float, check_positive_int
-from .freeprob.mp import ConvergenceError, MPSystem
-from .freeprob.outliers import RealBranch, edge_and_branch
-from .freeprob.plugin import plugin_prediction
-from .kernels.dmft import PAD, forward_process, response_kernel
-from .models import MultiIndexModel
-from .network import TwoLayerNet
-from .output import progress_enabled
-from .threads import adaptive_threads
+from rmt.dynamics.descent import PhaseSegmenter, PlateauRule, segment_phases
+from rmt.freeprob.law import SpikeLaw
+from rmt.freeprob.mp import ConvergenceError, MPSystem
+from rmt.freeprob.outliers import RealBranch, edge_and_branch
+from rmt.freeprob.plugin import plugin_prediction
+from rmt.kernels.dmft import PAD, forward_process, response_kernel
+from rmt.kernels.threads import adaptive_threads
+from rmt.problem.models import MultiIndexModel
+from rmt.problem.network import TwoLayerNet
+from rmt.progress import progress_enabled
+from rmt.validation import check_nonneg_float, check_positive_float, check_positive_int
 
 #: the default ``relu_smoothing`` ``h``: at each step the ReLU of the per-sample process is
 #: ``w softplus(u / w)`` with ``w = h sd(u)`` per neuron (docs/dmft.md 8.11)
@@ -288,8 +290,6 @@ def plateau_of_curves(train_loss, grad_norm, overlap, rule):
     ``rule`` and :data:`ESCAPE_OVERLAP` on the curves smoothed by :func:`smoothed_curve`
     (docs/dmft.md 8.10); returns its :class:`rmt.Phases` (steps of the curves themselves).
     With ``CURVE_SMOOTHING`` or fewer steps there is nothing to read: no plateau."""
-    from .descent import segment_phases
-
     curves = [smoothed_curve(c) for c in (train_loss, grad_norm, overlap)]
     if curves[0].size == 0:
         curves = [np.asarray(c, dtype=np.float64)[:1] for c in (train_loss, grad_norm, overlap)]
@@ -300,8 +300,6 @@ def plateau_of_curves(train_loss, grad_norm, overlap, rule):
 
 
 def _plateau_rule(segment):
-    from .descent import PlateauRule
-
     rule = PlateauRule() if segment is None else segment
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}")
@@ -490,12 +488,10 @@ def _solve_replicas(prob, draws, progress=False, rule=None):
     states = [_State.empty(prob) for _ in draws]
     message, ok = "converged: causal sweep over the time grid", True
     seg, plateau, h = None, None, CURVE_SMOOTHING
-    if rule is not None:  # the online plateau rule of rmt.descent, fed the mean DMFT curves
-        from .descent import _Segmenter
-
+    if rule is not None:  # the online plateau rule of gradient descent, fed the mean DMFT curves
         curves = np.full((3, prob.T), np.nan)  # train loss, gradient norm, overlap
         smooth = np.full((3, prob.T), np.nan)  # their moving averages, h steps behind
-        seg = _Segmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
+        seg = PhaseSegmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, slowed the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress_enabled(progress), desc="DMFT steps", leave=False)
@@ -855,8 +851,6 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
 def _law_of_nodes(z, fields, C, U, y, net, weight_decay):
     """The empirical spike law of draws ``(z, fields, U, y)``: spike coordinates ``z`` and the
     cavity fields ``fields`` (covariance ``C``) whitened, curvature blocks at ``U``."""
-    from .freeprob.law import SpikeLaw
-
     lam, V = np.linalg.eigh(0.5 * (C + C.T))
     keep = lam > 1e-12 * max(float(lam.max(initial=0.0)), 1e-300)
     coords = fields @ (V[:, keep] / np.sqrt(lam[keep]))
@@ -1059,8 +1053,6 @@ def dmft_hessian(
     within ``steps``, is returned with ``converged=False`` and the reason in ``message``,
     never as a number.
     """
-    from .descent import PlateauRule
-
     res = dmft_gd(
         model,
         net,

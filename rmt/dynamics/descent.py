@@ -20,17 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from ._validation import (
-    check_nonneg_float,
-    check_positive_float,
-    check_positive_int,
-)
-from .kernels.descent import step_kernels
-from .kernels.hessian import default_chunks
-from .models import Dataset
-from .network import TwoLayerNet
-from .output import progress_enabled
-from .threads import adaptive_threads
+from rmt.kernels.descent import step_kernels
+from rmt.kernels.hessian import default_chunks
+from rmt.kernels.threads import adaptive_threads
+from rmt.problem.models import Dataset
+from rmt.problem.network import TwoLayerNet
+from rmt.progress import progress_enabled
+from rmt.validation import check_nonneg_float, check_positive_float, check_positive_int
 
 #: the initial peak ends once the gradient norm falls below this fraction of its running max
 PEAK_DROP = 0.5
@@ -101,7 +97,7 @@ def escape_step(overlap, plateau_step, threshold) -> int | None:
     return int(plateau_step + 1 + after[0]) if after.size else None
 
 
-class _Segmenter:
+class PhaseSegmenter:
     """Online form of the rule of :func:`segment_phases`: fed one step at a time.
 
     ``push(T)`` reads entries ``<= T`` of the curves (numpy arrays filled by the caller) and
@@ -231,7 +227,7 @@ def segment_phases(
     overlap = np.asarray(overlap, dtype=np.float64)
     if overlap.shape != loss.shape:
         raise ValueError(f"overlap must have the length of loss ({loss.size}); got {overlap.size}")
-    seg = _Segmenter(loss, g, overlap, rule, thr)
+    seg = PhaseSegmenter(loss, g, overlap, rule, thr)
     for T in range(loss.size):
         seg.push(T)
     return seg.finish(loss.size)
@@ -406,7 +402,7 @@ def gradient_descent(
     ``stop_at_plateau`` it stops as soon as the plateau is confirmed (``window`` steps after
     it: all a trained point needs).  ``W0`` of the result is the starting point.  A non-finite
     loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress when
-    stderr is a terminal (``progress=None``, :func:`rmt.output.progress_enabled`);
+    stderr is a terminal (``progress=None``, :func:`rmt.progress.progress_enabled`);
     ``progress=True`` forces it and ``False`` hides it.  Returns :class:`GDRun`.
     """
     lr, steps, wd, thr, stop_after = _check_inputs(
@@ -436,7 +432,7 @@ def gradient_descent(
 
 def _run_loop(prob, Wt, curves, rule, thr, stop_after, bar, stop_at_plateau=False) -> dict:
     """The steps; returns the loop state (segmenter, kept iterates, last iterate, flags)."""
-    seg = _Segmenter(curves[0], curves[2], curves[3], rule, thr)
+    seg = PhaseSegmenter(curves[0], curves[2], curves[3], rule, thr)
     ring = np.empty((rule.window + 1,) + Wt.shape)
     state = {"seg": seg, "W1": None, "W_argmin": Wt.copy(), "escape": None, "diverged": False}
     theta = prob.data.theta

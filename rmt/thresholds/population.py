@@ -26,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import brentq
 
-from .threads import adaptive_threads
+from rmt.freeprob import SpikeLaw, bbp_threshold, bulk_edges, delta_alg, outliers
+from rmt.kernels.threads import adaptive_threads
+from rmt.thresholds.points import as_point
 
 DEFAULT_RANGE = (0.05, 64.0)
 
@@ -75,8 +78,6 @@ class ThresholdResult:
 def descent_outlier(law, delta, overlap_tol=1e-3, require_negative=True):
     """The lowest left outlier at ``delta`` that carries ``Theta*`` (``overlap_theta >
     overlap_tol``) and, with ``require_negative``, lies below 0; ``None`` if there is none."""
-    from .freeprob import outliers
-
     outs = outliers(law, delta, side="left")
     good = [
         o
@@ -121,8 +122,6 @@ def _outlier_value(law, delta, notes):
 
 def _zero_crossing(law, lo, hi, n_grid, notes):
     """First ``delta`` in ``(lo, hi]`` where the ``Theta*`` outlier's value crosses below 0."""
-    from scipy.optimize import brentq
-
     prev = lo
     for x in np.geomspace(lo, hi, n_grid)[1:]:
         v = _outlier_value(law, x, notes)
@@ -140,8 +139,6 @@ def _zero_crossing(law, lo, hi, n_grid, notes):
 
 def _law_inputs(model, net, point):
     """``(Q, M, notes)`` of a data-independent point (a Point, a PointSpec or its name)."""
-    from .points import as_point
-
     point = as_point(point, model, net)
     inputs = point.law_inputs()
     if inputs is None:
@@ -188,8 +185,6 @@ def population_threshold(
     :class:`rmt.PointSpec`, or ``"population"`` / ``"zero"``; a point that depends on the sample
     (``"trained"``) raises ValueError.
     """
-    from .freeprob import SpikeLaw, bbp_threshold, delta_alg
-
     if side != "left":
         raise ValueError(f"delta_pop is defined on the left (descent) side; got side={side!r}")
     lo, hi = (float(v) for v in delta_range)
@@ -242,8 +237,6 @@ def population_threshold(
 
 def _past_bbp(law, bbp, dalg, hi, n_grid, notes):
     """``delta_pop`` from a found BBP threshold: at it, or where its outlier crosses 0."""
-    from .freeprob import bulk_edges
-
     d0 = float(bbp.delta)
     edge0 = float(bulk_edges(law, d0).lo)
     if edge0 < 0:

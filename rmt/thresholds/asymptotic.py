@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_positive_float, check_positive_int
-from .descent import PlateauRule
-from .dmft import (
+from rmt.dynamics.descent import PlateauRule
+from rmt.dynamics.dmft import (
     RELU_SMOOTHING,
     check_seed,
     dmft_replicas,
@@ -29,7 +28,8 @@ from .dmft import (
     resampled_laws,
     smoothed_curve,
 )
-from .threads import adaptive_threads
+from rmt.kernels.threads import adaptive_threads
+from rmt.validation import check_positive_float, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def dmft_margin(
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
 
-    The replicas are solved in lockstep (:func:`rmt.dmft.dmft_replicas`) and stop at the plateau
+    The replicas are solved in lockstep (:func:`rmt.dynamics.dmft.dmft_replicas`) and stop at the plateau
     of their mean curves, ``t1``; each replica's Hessian at ``t1`` gives a learning margin.
     The standard error is the jackknife over the replicas, with the plateau itself found
     again on the mean curves of each leave-one-out set.
@@ -214,7 +214,7 @@ def dmft_margin(
         The width of the smoothed ReLU, as in :func:`rmt.dmft_gd` (other activations ignore it).
     law_draws : int or None
         Each replica's Hessian law at the plateau from this many fresh draws of the
-        per-sample process at its solved kernels (:func:`rmt.dmft.resampled_laws`, seeded
+        per-sample process at its solved kernels (:func:`rmt.dynamics.dmft.resampled_laws`, seeded
         from ``rng`` and the replica); None: from the solve's own ``n_samples`` draws.
     first_replica : int
         The index of the first replica (its seeds): a call with ``first_replica = R``
@@ -328,7 +328,7 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
     (docs/dmft.md 8.10).
 
     ``laws(i, result, times)``, when given, returns replica ``i``'s laws at ``times`` (a dict
-    by step); else each law is :func:`rmt.dmft.dmft_law` of the solve's own draws."""
+    by step); else each law is :func:`rmt.dynamics.dmft.dmft_law` of the solve's own draws."""
     R = len(results)
     v = _vertex(results, t1)
     loo_v = [_vertex(results, t1, drop=r) for r in range(R)]

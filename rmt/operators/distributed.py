@@ -19,13 +19,15 @@ import os
 import uuid
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from ._validation import check_nonneg_float, check_positive_int
-from .hessian import finish_product, neuron_rows
-from .kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
-from .network import TwoLayerNet
-from .operator import SymmetricOperator
-from .streaming import DENSE_MAX_BYTES, as_row_data, open_rows, read_rows
+from rmt.kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
+from rmt.operators.base import SymmetricOperator
+from rmt.operators.hessian import finish_product, neuron_rows
+from rmt.operators.streaming import DENSE_MAX_BYTES, as_row_data, open_rows, read_rows
+from rmt.problem.network import TwoLayerNet
+from rmt.progress import progress_enabled
+from rmt.validation import check_nonneg_float, check_positive_int
 
 INSTALL_HINT = 'pip install "rmt[dist]"  (from a checkout: pip install -e ".[dist]")'
 
@@ -97,7 +99,7 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
         regardless (up to ``distributed.scheduler.allowed-failures`` deaths).
     progress : bool or None
         Show a tqdm bar: ``None`` when stderr is a terminal
-        (:func:`rmt.output.progress_enabled`), ``True`` always, ``False`` never.
+        (:func:`rmt.progress.progress_enabled`), ``True`` always, ``False`` never.
 
     Raises
     ------
@@ -145,9 +147,6 @@ def _enter_client(stack, scheduler):
 
 
 def _progress_bar(total, enabled):
-    from tqdm.auto import tqdm
-
-    from .output import progress_enabled
 
     return tqdm(total=total, disable=not progress_enabled(enabled), desc="tasks")
 
@@ -264,7 +263,7 @@ class DistributedHessian(SymmetricOperator):
     (``D_s`` is computed on its worker).  A product scatters ``Vt`` (``b m x d``) to the workers,
     runs the fused Numba kernel on every shard and gathers the partial sums: per product it
     moves ``d m b`` floats out to each worker and back from each shard, never ``X``.  It is a
-    :class:`rmt.operator.SymmetricOperator`; block products (``matmat``) cost one round trip.
+    :class:`rmt.operators.base.SymmetricOperator`; block products (``matmat``) cost one round trip.
     A float32 ``X`` (float32 storage) is sharded as float32, half the bytes on the workers;
     the kernels there sum in float64.
 

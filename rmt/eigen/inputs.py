@@ -1,7 +1,7 @@
 """Uniform access to the kinds of input: a ``SymmetricOperator``, a ``LinearOperator``, an
 ndarray or a scipy sparse matrix (checked for symmetry exactly, multiplied in its sparse form).
 
-An operator that declares ``symmetric = True`` (every :class:`rmt.operator.SymmetricOperator`:
+An operator that declares ``symmetric = True`` (every :class:`rmt.operators.base.SymmetricOperator`:
 ``rmt.Hessian``, ``rmt.StreamingHessian``, ``rmt.DistributedHessian``) is trusted, and its
 ``to_dense()``, when it has one, is its fast assembly; any other scipy ``LinearOperator`` is
 probed for symmetry on a random pair of vectors.
@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse
 from scipy.sparse.linalg import LinearOperator
 
-from ..operator import SymmetricOperator
+from rmt.operators.base import SymmetricOperator
 
 
 def declares_symmetric(A) -> bool:

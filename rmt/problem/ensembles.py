@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_nonneg_float, check_positive_int
+from rmt.validation import check_nonneg_float, check_positive_int
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ import os
 
 import numpy as np
 
-from ._validation import as_float_array, check_nonneg_float, check_positive_int
-from .hessian import finish_product, neuron_rows
-from .kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
-from .network import TwoLayerNet
-from .operator import SymmetricOperator
+from rmt.kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
+from rmt.operators.base import SymmetricOperator
+from rmt.operators.hessian import finish_product, neuron_rows
+from rmt.problem.network import TwoLayerNet
+from rmt.validation import as_float_array, check_nonneg_float, check_positive_int
 
 #: Default bytes of ``X`` per block when blocks must be copied (zarr, h5py, non-float64).
 DEFAULT_BLOCK_BYTES = 256 * 2**20
@@ -194,7 +194,7 @@ class StreamingHessian(SymmetricOperator):
         H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
 
     Same arguments and API as ``rmt.Hessian`` (``D``, ``shape``, ``matvec``, ``matmat``,
-    ``to_dense``, ``n_matvec``, ``n_passes``); a :class:`rmt.operator.SymmetricOperator`, so
+    ``to_dense``, ``n_matvec``, ``n_passes``); a :class:`rmt.operators.base.SymmetricOperator`, so
     ``rmt.extreme_eigs`` and ``scipy.sparse.linalg.eigsh`` take it.
 
     Parameters

@@ -22,8 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.stats import beta, binom
+from scipy.stats import t as student
 
-from ._validation import as_float_array, check_positive_float, check_positive_int
+from rmt.validation import as_float_array, check_positive_float, check_positive_int
 
 #: one-sided level of the null quantile of :func:`overlap_null_level` (one test)
 OVERLAP_LEVEL = 0.999
@@ -62,8 +64,6 @@ def overlap_null_level(d, k, m, level=OVERLAP_LEVEL, n_tests=1) -> float:
         The ``1 - (1 - level) / n_tests`` quantile: by the union bound, ``n_tests`` null
         overlaps all stay below it with probability at least ``level``.
     """
-    from scipy.stats import beta
-
     d, k, m = (check_positive_int(v, name) for v, name in ((d, "d"), (k, "k"), (m, "m")))
     n_tests = check_positive_int(n_tests, "n_tests")
     if not 0 < level < 1:
@@ -88,8 +88,6 @@ def overlap_null_sf(x, d, k, m) -> float:
     -------
     float
     """
-    from scipy.stats import beta
-
     r, N = m * k, m * d
     return float(beta.sf(float(x), r / 2.0, (N - r) / 2.0))
 
@@ -392,8 +390,6 @@ def crossing_estimate(evaluations, level, alpha=INTERVAL_ALPHA) -> CrossingEstim
 
 def _crossing_interval(ev, level, alpha, delta):
     """The significance interval of :func:`crossing_estimate` and a note on its ends."""
-    from scipy.stats import t as student
-
     if min(e["n"] for e in ev) < 2:
         return None, "one seed: the seed mean has no standard error"
     q = alpha / (2 * len(ev))
@@ -567,8 +563,6 @@ class TransitionEstimate:
 
 def _binomial_tails(yes, total):
     """``P(X >= yes)`` and ``P(X <= yes)`` for ``X ~ Bin(total, 1/2)``."""
-    from scipy.stats import binom
-
     return float(binom.sf(yes - 1, total, 0.5)), float(binom.cdf(yes, total, 0.5))
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_nonneg_float
-from .kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
-from .models import Dataset
-from .network import TwoLayerNet
-from .operator import SymmetricOperator
-from .threads import adaptive_threads
+from rmt.kernels.hessian import default_chunks, dense_hessian, fused_product, preactivations
+from rmt.kernels.threads import adaptive_threads
+from rmt.operators.base import SymmetricOperator
+from rmt.problem.models import Dataset
+from rmt.problem.network import TwoLayerNet
+from rmt.validation import check_nonneg_float
 
 
 def neuron_rows(V, m: int, d: int) -> np.ndarray:
@@ -37,7 +37,7 @@ class Hessian(SymmetricOperator):
         H = (1/n) sum_i D_i (x) x_i x_i^T + weight_decay I
 
     Vectors are neuron-major: ``v.reshape(m, d)[j]`` is the direction of ``w_j``.  It is a
-    :class:`rmt.operator.SymmetricOperator` (a symmetric float64 scipy ``LinearOperator``),
+    :class:`rmt.operators.base.SymmetricOperator` (a symmetric float64 scipy ``LinearOperator``),
     which checks the inputs and counts the products.
 
     ``X`` may be stored as float32 (``model.sample(..., dtype=np.float32)`` or a float32

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from .threads import adaptive_threads
+from rmt.kernels.threads import adaptive_threads
 
 #: columns of the identity per product in the default ``to_dense``
 DENSE_BLOCK = 32

@@ -158,7 +158,7 @@ def configure_threads(
     module docstring); ``None`` leaves a variable alone.  When it has started, nothing is set,
     a ``RuntimeWarning`` is issued once per process and the result has ``too_late=True``.
     ``numba_threads``, if given, is passed to ``numba.set_num_threads`` afterwards (which
-    starts the thread pool with the settings just made).  The CLI and ``rmt.demo`` call it
+    starts the thread pool with the settings just made).  The CLI and ``rmt.app.demo`` call it
     with the defaults; library users call it themselves, first thing.
     """
     global _warned_too_late

@@ -1,0 +1,91 @@
+"""Terminal tables of the commands: plain text from the rows an experiment returned."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def summarize_by_delta(rows, column, index=0):
+    """Mean and standard deviation across seeds of ``column`` at eigen-index ``index``."""
+    table = {}
+    for r in rows:
+        if r.get("index", 0) == index and r.get(column) is not None:
+            table.setdefault(r["delta"], []).append(float(r[column]))
+    deltas = np.array(sorted(table))
+    mean = np.array([np.mean(table[x]) for x in deltas])
+    std = np.array([np.std(table[x]) if len(table[x]) > 1 else 0.0 for x in deltas])
+    return deltas, mean, std
+
+
+def variant_label(row) -> str:
+    """Short label of one configuration of a threshold table (target, noise, network)."""
+    noise = f"+{row['noise']:g}N" if row["noise"] else ""
+    return f"{row['target']}{noise}, {row['activation']}/{row['loss']}, m={row['width']}"
+
+
+def format_threshold_table(rows) -> str:
+    """A plain-text table for the terminal; the reasons for infinite values are footnotes, and
+    a solver failure (``status == "failed"``) shows as ``FAILED``, never as a number."""
+    width = max(len(variant_label(r)) for r in rows)
+    head = (
+        f"{'configuration':<{width}} {'delta_pop':>9} {'delta_BBP':>9} {'delta_alg':>9} "
+        f"{'pop/alg':>7}"
+    )
+    lines, notes = [head, "-" * len(head)], []
+    for r in rows:
+        failed = r.get("status") == "failed"
+        ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None and not failed else "-"
+        pop = "FAILED" if failed else f"{r['delta_pop']:.4g}"
+        mark = ""
+        if r["reason"]:
+            notes.append(r["reason"])
+            mark = f" [{len(notes)}]"
+        lines.append(
+            f"{variant_label(r):<{width}} {pop:>9} {r['delta_bbp']:>9.4g} "
+            f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
+        )
+    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
+    return "\n".join(lines)
+
+
+def format_sweep_table(rows) -> str:
+    """Bottom eigenvalue and overlap per ``delta`` (mean over seeds) next to the predictions."""
+    dl, ev, ev_sd = summarize_by_delta(rows, "eigenvalue")
+    _, ov, ov_sd = summarize_by_delta(rows, "overlap_theta")
+    _, th, _ = summarize_by_delta(rows, "theory_bottom")
+    _, edge, _ = summarize_by_delta(rows, "theory_edge_lo")
+    pred_ov = {}
+    for r in rows:
+        if r["index"] == 0:
+            v = r["theory_overlap_theta"]
+            pred_ov[r["delta"]] = np.nan if v is None or r["theory_outlier"] is None else v
+    head = (
+        f"{'delta':>7} {'bottom (sim)':>17} {'predicted':>10} {'edge':>9} "
+        f"{'overlap (sim)':>15} {'predicted':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for i, x in enumerate(dl):
+        sim_ev = _mean_sd(ev[i], ev_sd[i], 9, 4)
+        sim_ov = _mean_sd(ov[i], ov_sd[i], 7, 3)
+        lines.append(
+            f"{x:>7.3g} {sim_ev} {_cell(th[i], 10, '.4f')} {_cell(edge[i], 9, '.4f')} "
+            f"{sim_ov} {_cell(pred_ov.get(x, np.nan), 9, '.3f', 'no outlier')}"
+        )
+    return "\n".join(lines)
+
+
+def _mean_sd(mean, sd, width, decimals) -> str:
+    """``mean ± sd`` to ``decimals`` places; a spread that rounds to 0 is left out (no
+    ``± 0.0000``), and a mean that rounds to 0 prints without a sign."""
+    unit = 0.5 * 10.0**-decimals
+    mean = 0.0 if abs(mean) < unit else mean
+    text = f"{mean:>{width}.{decimals}f}"
+    spread = f" ± {sd:.{decimals}f}" if sd >= unit else ""
+    return f"{text}{spread:<{decimals + 5}}"
+
+
+def _cell(value, width, fmt, missing="n/a") -> str:
+    """A number of a terminal table, or ``missing`` (never ``nan``) when there is none."""
+    if value is None or not np.isfinite(value):
+        return f"{missing:>{width}}"
+    return f"{value:>{width}{fmt}}"
