@@ -29,11 +29,10 @@ What the results say beyond numbers:
 
 Known limitations: a non-smooth network (Huber loss, ReLU) with one coordinate besides
 ``Theta*`` and one unit with a monotone activation gets the aligned rule (every kink a panel
-edge): ``E[D]`` within 1e-10 (softplus, ReLU, cubic) and 4e-7 (tanh) of closed forms.  Other
-such laws (a quadratic unit, or ``m >= 2`` at a point of rank 1) are integrated by
-Gauss-Hermite in that coordinate, where the inner integrals have square-root singularities:
-``E[D]`` within 6e-3 (softplus), 2e-5 (tanh), 1.2e-2 (ReLU) for ``m = 1``, measured
-(docs/theory.md section 3.9); ``nodes="adaptive"`` is exact there, at tens of seconds.  With
+edge, spectrally accurate).  Other such laws (a quadratic unit, or ``m >= 2`` at a point of
+rank 1) are integrated by Gauss-Hermite in that coordinate, where the inner integrals have
+square-root singularities, so the accuracy is algebraic (its size: docs/theory.md section
+3.9); ``nodes="adaptive"`` is exact there, but slow.  With
 two such coordinates the nested law is kept only where a randomised QMC law agrees with it;
 noisy or ``k >= 2`` targets get randomised QMC nodes (scrambled Sobol) with their ``stderr``.
 """

@@ -156,10 +156,42 @@ def delta_alg(model, *, n_mc=1_000_000, bins=None, rng=0) -> DeltaAlg:
     atom of ``y`` is one bin), and ``E_y[G M G]`` by an unbiased pair estimator within bins.
     ``stderr`` is the Monte Carlo standard error of ``nu_1`` (linearised); the error of
     ``value`` is about ``value * stderr / nu_1``, plus a binning bias that makes ``nu_1`` low by
-    the within-bin variance of ``G`` (0.09% at the defaults for ``y = z^2``).  Measured at the
-    defaults: ``y = z^2`` gives ``0.4987 +- 0.0019`` (exact ``1/2``) and ``y = |z|^2 / 2`` with
-    ``k = 2`` gives ``0.991 +- 0.006`` (exact ``1``).  ``delta_alg`` depends on ``y`` only through
+    the within-bin variance of ``G`` (its size at the defaults: benchmarks/RESULTS.md).
+    ``delta_alg`` depends on ``y`` only through
     the sigma-algebra it generates, so ``tanh(z)^2`` gives the same bins, and value, as ``z^2``.
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The target (registry or callable, with or without label noise).
+    n_mc : int
+        Draws of ``(z, y)`` for a callable target.
+    bins : int, optional
+        Bins of equal mass in ``y`` for a callable target (default ``n_mc // 500``).
+    rng : int or Generator
+        Seed of the draws for a callable target.
+
+    Returns
+    -------
+    DeltaAlg
+        ``value = 1 / nu1``, ``nu1``, the leading ``direction`` (``k x k``), ``stderr`` and,
+        when the value is ``0`` or ``inf``, the ``reason``.
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is not an :class:`rmt.MultiIndexModel`.
+
+    Examples
+    --------
+    Phase retrieval has ``delta_alg = 1/2`` (docs/theory.md section 5.2); a target that is not
+    even is learned at any ``delta``:
+
+    >>> import rmt
+    >>> round(rmt.delta_alg(rmt.MultiIndexModel("phase_retrieval")).value, 6)
+    0.5
+    >>> rmt.delta_alg(rmt.MultiIndexModel("relu")).value
+    0.0
     """
     if not isinstance(model, MultiIndexModel):
         raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")

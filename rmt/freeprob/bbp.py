@@ -63,9 +63,48 @@ def theta_margin(law, delta, side):
 def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPThreshold:
     """Smallest ``delta`` at which an outlier with ``overlap_theta > 0`` leaves the bulk (``side``).
 
-    The law is fixed and ``delta`` varies (docs/theory.md section 4).  ``psi`` is scanned on a geometric
-    grid of ``n_grid`` points over ``delta_range``; the first sign change is refined by Brent's
-    method to relative tolerance 1e-12.  A crossing narrower than the grid spacing can be missed.
+    The law is fixed and ``delta`` varies (docs/theory.md section 4.4).  ``psi``
+    (:func:`theta_margin`) is scanned on a geometric grid of ``n_grid`` points over
+    ``delta_range``; the first sign change is refined by Brent's method to relative tolerance
+    1e-12.  A crossing narrower than the grid spacing can be missed.
+
+    Parameters
+    ----------
+    law : SpikeLaw
+        The law of ``(zhat, D)``.
+    side : {"left", "right"}
+        Which end of the spectrum.
+    delta_range : (float, float)
+        The search range ``0 < lo < hi < inf``.
+    n_grid : int
+        Points of the geometric scan.
+
+    Returns
+    -------
+    BBPThreshold
+        ``delta`` and ``found``; without a crossing in the range, ``found`` is False and
+        ``reason`` says why (``D`` unbounded on ``side``, no outlier up to ``hi``, or one
+        already at ``lo``).
+
+    Raises
+    ------
+    ValueError
+        For an invalid ``delta_range`` or ``side``.
+    EdgeNotDetermined
+        When the edge on ``side`` is not determined by the discretised law.
+
+    Examples
+    --------
+    The Lu & Li spectral estimator of phase retrieval, ``T(y) = 1 - 1/y``, has its published
+    threshold at ``delta = 1/2`` (docs/theory.md section 4.5):
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> law = rmt.SpikeLaw.spectral(model, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0))
+    >>> res = rmt.bbp_threshold(law, side="right", delta_range=(0.1, 5.0))
+    >>> res.found, round(res.delta, 6)
+    (True, 0.5)
     """
     check_law(law)
     sgn = check_side(side)

@@ -111,9 +111,9 @@ def _lstsq(A, b):
     a fold of a law with an exchange symmetry (several sectors fold together); the residual has
     no component along those directions, so the truncated step is the right one.
 
-    A Numba LU solve first (2-3 us against 50-60 us for numpy's SVD-based ``lstsq`` on the
-    11 x 11 bordered systems of m = 4, called about 100 times per sweep point); the SVD only when
-    its pivots fall below ``LU_PIVOT_RATIO``."""
+    A Numba LU solve first (much cheaper than numpy's SVD-based ``lstsq`` on the small
+    bordered systems, solved many times per sweep point); the SVD only when its pivots fall
+    below ``LU_PIVOT_RATIO``."""
     x = np.empty(b.shape[0])
     if lu_solve_checked(A, np.asarray(b, dtype=float), x) >= LU_PIVOT_RATIO:
         return x
@@ -299,8 +299,8 @@ def _cap_by_failure(pt, failed, ratio):
 
     Steps past the fold of a discretised law mostly fail: beyond it the real branch runs into
     the poles of the extreme nodes.  Without the cap the continuation forgets a failure once the
-    halved step succeeds and aims at the same point again (up to five failures in a row for the
-    m = 4 sweep laws).  With it, the fold lies between ``pt`` and the failure and the steps
+    halved step succeeds and aims at the same point again, failing again.  With it, the fold
+    lies between ``pt`` and the failure and the steps
     bisect that interval; once ``pt`` is within ``FAIL_NEAR`` of the failure, the cap is dropped
     (a step that failed for its length, short of the fold, then stops holding the steps back)."""
     if failed is None or failed / pt.tau - 1.0 <= 0.0:

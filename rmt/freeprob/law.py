@@ -62,6 +62,25 @@ class SpikeLaw:
     stderr : float, optional
         For Monte Carlo nodes, the largest standard error of the entries of ``E[D]`` and
         ``E[zhat zhat^T (x) D]``: an estimate of the discretisation error of the law.
+
+    Raises
+    ------
+    ValueError
+        For inconsistent shapes, non-symmetric ``D_i``, weights that are negative or do not sum
+        to one, ``theta_dims > K``, or ``d_bounds`` that do not contain the nodes.
+
+    Examples
+    --------
+    One node with ``D = 1`` is the law of ``(1/n) X^T X``, Marchenko-Pastur (docs/theory.md
+    section 3.5):
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> law = rmt.SpikeLaw(np.zeros(1), np.ones(1))
+    >>> law
+    SpikeLaw(N=1, K=1, m=1, theta_dims=1, kind='custom', unbounded=(False, False))
+    >>> float(law.expect(law.D)[0, 0])
+    1.0
     """
 
     def __init__(
@@ -186,32 +205,29 @@ class SpikeLaw:
           one unit (``m = 1``) with a monotone activation and one coordinate ``t`` besides
           ``Theta*``: at each ``z`` along ``Theta*`` (an adaptive Gauss-Legendre rule), the
           kinks of ``D`` along ``t`` are located (``TwoLayerNet.kinks``) and made edges of
-          Gauss-Legendre panels (``rmt.freeprob.nodes.aligned_nodes``).  ``E[D]`` and
-          ``E[z^2 D]`` within 1e-10 (softplus/Huber) and 4e-7 (tanh/Huber, ``Q <= 9``) of the
-          closed-form reference, at 49k nodes for the ``rmt sweep`` law where ``"nested"``
-          took 212k (docs/theory.md section 3.9);
+          Gauss-Legendre panels (``rmt.freeprob.nodes.aligned_nodes``), so the inner
+          integrals are spectrally accurate with fewer nodes than ``"nested"`` (its accuracy:
+          docs/theory.md section 3.9);
         - ``"nested"`` for the other noiseless single-index targets with a Huber loss or a ReLU
           activation and one coordinate besides ``Theta*``: Gauss-Hermite of order ``order``
           there (default ``60 s2`` within ``[240, 720]``, ``s2`` the variance of ``u`` along
           it), adaptive Gauss-Legendre along ``Theta*`` that resolves the jumps of ``l''`` and
           ``sigma'``.  The inner integrals have square-root singularities in the outer
-          coordinate, so the accuracy is measured, not spectral: ``E[D]`` within 6e-3
-          (softplus/Huber) and 2e-5 (tanh/Huber, ``Q <= 9``) of a closed-form reference
-          (docs/theory.md section 3.9).  With two outer coordinates the nested rule (order
-          16) was off by up to 110% at some points and exact at others: ``"auto"`` builds it
+          coordinate, so the accuracy is algebraic, not spectral (docs/theory.md section
+          3.9).  With two outer coordinates the nested rule (order 16) is exact at some
+          points and far off at others: ``"auto"`` builds it
           and a ``"qmc"`` law, and keeps the nested one only when its ``E[D]`` and
           ``E[z^2 D]`` lie within 3 standard errors of the ``"qmc"`` ones; where the number of
           kinks along ``Theta*`` varies between outer nodes (a fold) it builds only the
           latter.  Noisy or ``k >= 2`` targets with a non-smooth network get ``"qmc"`` nodes.
         - ``"adaptive"`` (explicit, two integration dimensions): two-level adaptive rule, exact
-          across kinks to 1e-10 but slow (tens of seconds);
+          across kinks to its tolerance ``1e-10`` but slow;
         - ``"quadrature"``: tensor Gauss-Hermite when ``K`` plus a noise coordinate is at most 3;
         - ``"qmc"`` otherwise: ``n_qmc`` randomised quasi-Monte Carlo nodes (8 independently
           scrambled Sobol sets, ``rmt.problem.quadrature.sobol``), ``stderr`` from the spread of the
-          sets.  On the sweep laws they are 2-65x more accurate than the 200k i.i.d. draws
-          that preceded them, at a sixth of the nodes (docs/theory.md section 3.9);
+          sets; more accurate than i.i.d. draws at fewer nodes (docs/theory.md section 3.9);
         - ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default 200k), ``stderr`` set.  An ``n_mc``
-          given with ``nodes="auto"`` asks for these in place of ``"qmc"`` (as before QMC).
+          given with ``nodes="auto"`` asks for these in place of ``"qmc"``.
         The ``"qmc"`` and ``"monte_carlo"`` draws come from ``rng``; ``rng=None`` is the fixed
         seed ``rmt.freeprob.nodes.DEFAULT_MC_SEED``, so the law and its edges are the same on
         every call.
@@ -411,8 +427,8 @@ def robust_scale(sizes, weights):
 
 def node_eigenvalues(D):
     """Eigenvalues (ascending) of every symmetric ``D_i``; closed form for ``m <= 2``, cyclic
-    Jacobi on the threads for ``m >= 3`` (``block_eigenvalues``: 6-11x faster than ``eigvalsh``
-    for the 32k nodes of an m = 4 law, and as accurate).
+    Jacobi on the threads for ``m >= 3`` (``block_eigenvalues``, as accurate as ``eigvalsh``;
+    its speed: benchmarks/RESULTS.md).
 
     For ``m = 2`` the eigenvalue of larger magnitude is ``mean + sign(mean) * radius`` (no
     cancellation) and the other is ``det / big``: both to ``eps * |D_i|``, as LAPACK's."""
@@ -467,9 +483,8 @@ def _kink_separation(net, c, m_abs=0.0):
     ``t`` between two zeros of one column of ``TwoLayerNet.kinks`` (``None`` if unknown).
     Huber's two zeros lie where ``a sigma(u) = y -+ huber_delta``, so at least ``2 huber_delta
     / (|a| c sup sigma')`` apart, the supremum over the ``u`` the aligned rule reaches (for the
-    cubic unit ``3 u^2`` at ``|u| = 8 |M| + 7.5 c``: without it, pairs of kinks at large ``|z|``
-    fell within one grid step and the law was off by 3e-6 on 964k nodes; with it, 1e-11 on
-    192k); ReLU's column ``u`` has one zero."""
+    cubic unit ``3 u^2`` at ``|u| = 8 |M| + 7.5 c``, so that no two kinks at large ``|z|`` fall
+    within one grid step); ReLU's column ``u`` has one zero."""
     if c <= 0.0:
         return None
     if net.loss != "huber":
@@ -539,8 +554,8 @@ def _network_nodes(nodes, model, net, dims, n_mc=None):
     ``"nested"`` nodes for the other noiseless single-index laws (every kink lies along
     ``Theta*``).  Label noise moves the kinks of ``l''`` (at ``f(u) - g(z) -
     noise * eps = +-huber_delta``) off that axis, and a ``k >= 2`` target has kinks in several
-    coordinates; Gauss-Hermite across them was off by a factor 3 on ``E[D]`` (phase retrieval,
-    noise 0.3, tanh/Huber), so those laws get randomised QMC nodes (``"qmc"``) with their
+    coordinates, which Gauss-Hermite does not resolve, so those laws get randomised QMC nodes
+    (``"qmc"``) with their
     ``stderr``; so do noiseless laws with two coordinates besides ``Theta*`` (``m >= 2`` at a
     generic point).
     """
@@ -558,11 +573,11 @@ def _network_nodes(nodes, model, net, dims, n_mc=None):
     if nodes == "auto":
         if not nestable:
             return random_kind(n_mc)
-        if alignable:  # every kink on a panel edge: 1e-11 where "nested" was off by 6e-3
+        if alignable:  # every kink on a panel edge: more accurate than "nested"
             return "aligned"
-        # two outer coordinates: tensor Gauss-Hermite of order 16 there was off by 2% to 110%
-        # on E[D] (tanh/Huber, m = 2, Q = I and 4 I), but exact to 1e-11 at the m = 3
-        # population point: kept only where a QMC law cannot tell it apart
+        # two outer coordinates: tensor Gauss-Hermite of order 16 there is exact at some points
+        # and far off at others (docs/theory.md section 3.9): kept only where a QMC law cannot
+        # tell it apart
         return "nested" if dims == 2 else "nested_or_random"
     if nodes == "nested" and not nestable:
         raise ValueError(
@@ -583,8 +598,8 @@ def _nested_checked(curvature, kinks, dims, n_mc, n_qmc, rng):
 
     The nested rule is not built where the number of kinks along ``Theta*`` changes between
     outer nodes (``inner_kink_counts`` of ``kinks``: a fold, whose square-root singularity the
-    outer rule does not resolve); those laws fail the check below, and building the nested rule
-    for nothing was 85% of the time of the m = 2 sweep law.
+    outer rule does not resolve); those laws fail the check below, so the nested rule would be
+    built for nothing.
 
     Compared: every entry of ``E[D]`` and of ``E[z^2 D]`` (``z`` along ``Theta*``), within
     ``NESTED_CHECK_SIGMAS`` standard errors of the QMC estimate (from the spread of its
@@ -614,7 +629,8 @@ def _nested_checked(curvature, kinks, dims, n_mc, n_qmc, rng):
 
 def _nested_order(C):
     """Outer order of nested nodes with one outer coordinate: ``60 s2`` within ``[240, 720]``,
-    ``s2`` the variance of ``u`` along it (``tanh`` at ``Q = 9`` was off by 3x at order 60)."""
+    ``s2`` the variance of ``u`` along it: the features of ``D`` sit at the scale
+    ``1/sqrt(s2)`` there (docs/theory.md section 3.9)."""
     s2 = float(np.max(np.sum(C * C, axis=1), initial=0.0))
     return int(min(NESTED_MAX_ORDER, max(NESTED_OUTER_ORDER[1], np.ceil(60.0 * s2))))
 

@@ -170,8 +170,7 @@ class MPSystem:
         """Smallest Cholesky pivot of ``I + G D_i / delta`` over nodes (``-1``: past a pole).
 
         For ``m = 1`` the pivot of node ``i`` is ``1 + G D_i / delta``, smallest at the
-        extreme node of ``law.node_range`` on the side of ``-sign(G)``: no pass over the nodes
-        (a pass was 16-45 us at the 47k-49k nodes of the m = 1 sweep law, 37 of them a point)."""
+        extreme node of ``law.node_range`` on the side of ``-sign(G)``: no pass over the nodes."""
         if self.m == 1:
             g = float(G[0, 0])
             if not -side * g > 0.0:
@@ -261,16 +260,15 @@ class MPSystem:
 
 
 #: laws with at least this many nodes run the real moments and the pivots on two threads over
-#: the two halves of their nodes (``rmt.kernels.freeprob_halves``), for these widths.  On a
-#: Zen 3 (2026-12-03, 32k nodes) a point of the sweep took 137-157 ms against 210-213 (m = 4)
-#: and 57-64 against 67-70 (m = 3); for m = 2 a pass is 50 us either way and the point took
-#: 27-32 ms against 19-20 (the woken threads spin beside the small LAPACK calls of each step)
+#: the two halves of their nodes (``rmt.kernels.freeprob_halves``), for these widths; for
+#: m = 2 the woken threads spin beside the small LAPACK calls of each step and cost more than
+#: they save (benchmarks/RESULTS.md)
 HALVES_MIN_NODES = 16384
 HALVES_WIDTHS = (3, 4)
 
 #: the node arrays of a law as the kernels read them, by law: every ``MPSystem`` of a sweep point
-#: (edges, outliers, at each delta) reads the same nodes, and the node-last copy ``Dv`` cost
-#: 1.3 ms per system for the m = 4 sweep law (32k nodes)
+#: (edges, outliers, at each delta) reads the same nodes, so the node-last copy ``Dv`` is made
+#: once per law
 _NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -304,8 +302,8 @@ class _LawNodes:
 
     def weight_rows(self):
         """``w zhat_q zhat_r`` for each pair ``q <= r`` in ``np.triu_indices`` order (pairs x
-        nodes, C-contiguous): for the m = 1 sweep law (212k nodes) the product took longer than
-        a spike sum, so it is made once per law.  Read-only, shared by threads."""
+        nodes, C-contiguous): the product can cost more than a spike sum, so it is made once
+        per law.  Read-only, shared by threads."""
         if self._weight_rows is None:
             _, w, zhat, _ = self.arrays
             qa, qb = np.triu_indices(zhat.shape[1])
@@ -324,8 +322,8 @@ def _node_arrays(law, unrolled):
 
 
 #: the block workspaces of ``SPIKE_NODES`` by law and thread: a law's nodes do not change, and
-#: building the workspace anew for each solve (fresh pages, the copies) cost 6-22 ms on the sweep
-#: laws of m = 3, 4 (32k nodes), more than the spike sums of a whole sweep point save
+#: building the workspace anew for each solve (fresh pages, the copies) would cost more than
+#: the spike sums of a whole sweep point save
 _SPIKE_WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -345,8 +343,8 @@ def _spike_workspace(Dv, w, zhat):
     """``(W, blocks, ZZ)`` for ``SPIKE_NODES``: the flat workspace ``W`` and its view
     ``blocks`` (``n_blocks x 3p x SPIKE_BLOCK``) with ``vech D`` in the first ``p`` rows of each
     block, and the weight rows ``w zhat_q zhat_r`` (``q <= r``) as ``ZZ`` (``n_blocks x pairs x
-    SPIKE_BLOCK``), filled by one kernel (``fill_spike_workspace``: numpy's padded copies and
-    products took 21 ms at the m = 4 sweep law, the first spike sum of a fresh law).  The last
+    SPIKE_BLOCK``), filled by one kernel (``fill_spike_workspace``, in place of numpy's padded
+    copies and products).  The last
     block is padded with ``D = 0`` nodes of weight 0 (their ``F`` is 0, their system ``I``
     regular)."""
     p, N = Dv.shape

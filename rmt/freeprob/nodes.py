@@ -235,10 +235,9 @@ def nested_nodes(func, outer_dims, outer_order, tol=1e-10):
     lie along the ``Theta*`` coordinate for each value of the others; there the adaptive rule
     resolves them.  The outer rule is tensor Gauss-Hermite of order ``outer_order``: the inner
     integral has square-root singularities in the outer coordinates where kinks appear (e.g. at
-    ``f(u) = huber_delta``), so its error is algebraic in the order: measured on ``E[D]`` with
-    one outer coordinate at order 240, 6e-3 (softplus/Huber), 2e-5 (tanh/Huber), 1.2e-2
-    (ReLU/Huber); order 60 was off by 2% to a factor 3 (docs/theory.md section 3.9).
-    ``adaptive_2d`` is exact for one outer coordinate, at tens of seconds.  ``func(points)``
+    ``f(u) = huber_delta``), so its error is algebraic in the order, not spectral (its size
+    on ``E[D]`` is in docs/theory.md section 3.9).
+    ``adaptive_2d`` is exact for one outer coordinate, but slow.  ``func(points)``
     gets ``(N, 1 + outer_dims)``.
     """
     outer = gauss_hermite(outer_dims, outer_order)
@@ -318,7 +317,7 @@ DEFAULT_MC_NODES = 200_000
 
 def random_kind(n_mc):
     """The random nodes that ``"auto"`` means: ``"qmc"``, or ``"monte_carlo"`` when the caller
-    gave a number ``n_mc`` of i.i.d. draws (what ``"auto"`` gave before the QMC nodes)."""
+    gave a number ``n_mc`` of i.i.d. draws."""
     return "qmc" if n_mc is None else "monte_carlo"
 
 
@@ -330,7 +329,7 @@ def gaussian_nodes(
     ``"qmc"``: ``n_qmc`` scrambled Sobol nodes in independent replicates (``rmt.problem.quadrature.sobol``);
     ``"monte_carlo"``: ``n_mc`` i.i.d. draws (default ``DEFAULT_MC_NODES``).  An ``n_mc`` given
     with ``nodes="auto"`` asks for those i.i.d. draws above three dimensions, in place of the
-    QMC nodes (what ``"auto"`` gave before them).  Both come from
+    QMC nodes.  Both come from
     ``numpy.random.default_rng(rng)``;
     ``rng=None`` means the fixed seed ``DEFAULT_MC_SEED``, so that laws (and their edges) are
     reproducible by default.  Pass a seed or a ``Generator`` for independent draws."""

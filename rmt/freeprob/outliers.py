@@ -182,9 +182,8 @@ def _warm_start(branch: RealBranch, j, inner, outer, far):
     (the iterates of the roots found before, the bracket search): the bracket ``(inner, outer)``
     shrunk to the nearest evaluations with the outward and the inward sign, and the Newton
     prediction from the evaluation whose correction ``|mu_j / mu_j'|`` is smallest, when it lies
-    inside that bracket (else ``far``).  The outliers of a law with several spike directions lie
-    close together (three within 4% of each other for the m = 4 sweep law), so the evaluations
-    for one root start the next near it."""
+    inside that bracket (else ``far``).  The outliers of a law with several spike directions can
+    lie close together, so the evaluations for one root start the next near it."""
     side, bracket = branch.side, (inner, outer)
     best, start = np.inf, far
     for lam, (S, Sp) in branch._S.items():
@@ -237,9 +236,49 @@ def _roots(mp: MPSystem, sgn, edge, kind, G_edge, branch_points):
 def outliers(law, delta, side="left", edges=None) -> Outliers:
     """Outliers of ``H`` beyond the bulk edge on ``side``, nearest the edge last (docs/theory.md sec. 4).
 
-    Returns an ``Outliers`` list (possibly empty; then ``.reason`` says why).  An unbounded side
-    returns an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.
-    ``edges``: a ``BulkEdges`` of the same law and ``delta``, to skip recomputing the edge.
+    The outliers are the roots of ``det S(lambda) = 0`` beyond the edge, and their overlaps come
+    from the derivative of ``S`` (docs/theory.md sections 4.1-4.3).  An unbounded side returns
+    an empty list with the reason; an ``"atom"`` left edge (``D >= 0``) has no outliers.
+
+    Parameters
+    ----------
+    law : SpikeLaw
+        The law of ``(zhat, D)``.
+    delta : float
+        Sample ratio ``n / d``.
+    side : {"left", "right"}
+        Which end of the spectrum.
+    edges : BulkEdges, optional
+        The edges of the same law and ``delta``, to skip recomputing the edge.
+
+    Returns
+    -------
+    Outliers
+        A list of :class:`Outlier` (``value``, ``overlap_spike``, ``overlap_theta``), possibly
+        empty; then ``.reason`` says why.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``side``.
+    EdgeNotDetermined
+        When the edge on ``side`` is not determined by the discretised law.
+    ConvergenceError
+        When a root does not converge.
+
+    Examples
+    --------
+    The spectral estimator of phase retrieval (``y = z^2``) with ``T(y) = 1 - 1/y``
+    (Lu & Li, 2017; docs/theory.md section 4.5) has, at ``delta = 2``, the published outlier
+    0.500 with squared overlap 0.639:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> law = rmt.SpikeLaw.spectral(model, lambda y: 1.0 - 1.0 / y, T_bounds=(-np.inf, 1.0))
+    >>> (out,) = rmt.outliers(law, 2.0, side="right")
+    >>> print(f"{out.value:.3f} {out.overlap_theta:.3f}")
+    0.500 0.639
     """
     check_law(law)
     sgn = check_side(side)

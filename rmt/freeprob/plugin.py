@@ -3,7 +3,7 @@
 docs/theory.md sections 3-4 and 6.  At the end of the first phase of full-batch gradient descent,
 ``W1`` is built from the sample, and the plug-in law of ``SpikeLaw.from_hessian`` (spike
 coordinates ``zhat_i = B^T x_i`` along an orthonormal basis ``B`` of ``span(Theta*, W1)``)
-predicts outliers the spectrum does not have.
+can predict outliers the spectrum does not have.
 
 **Why.**  Sections 3-4 are derived by leave-one-out: for sample ``i`` everything except ``x_i``
 (the resolvent of the other samples, the spike basis) must be independent of ``x_i``, and
@@ -22,18 +22,18 @@ quadratic forms the pre-activation of sample ``i`` carries the self-term
     u_i - W^{(-i)T} x_i = x_i^T Delta_T = -lr sum_s R_s g_i(s),    R_s = (1/n) Tr_d P_{T,s},
 
 an ``m x m`` response kernel per step (the discrete-time DMFT response: ``R_{T-1} = (d/n) I``,
-earlier steps are damped or amplified by the curvature met on the way).  The old plug-in uses
-``B^T x_i`` along the basis of ``W`` itself, so its coordinates along ``W`` contain the
+earlier steps are damped or amplified by the curvature met on the way).  The naive plug-in
+uses ``B^T x_i`` along the basis of ``W`` itself, so its coordinates along ``W`` contain the
 self-term.  That double counts the coupling between ``zhat`` and ``D``: ``E[zhat zhat^T (x) F]``
 is inflated most along the small singular direction of ``W`` (``w_1 - w_2`` for two neurons
 that grew together), where the self-term is largest relative to the spread of ``W^T x``, and
-that is where the spurious outlier lives (measured: no ``Theta*`` overlap, neurons opposite).
+that is where a spurious outlier lives (no ``Theta*`` overlap, neurons opposite).
 
 **The fix.**  Keep the true ``D_i`` (they are what ``H`` is made of) and replace the coordinates
 along ``W`` by the cavity ones: with ``W_perp = U R`` (``U`` orthonormal, orthogonal to
-``Theta*``), ``zhat_i = (Theta*^T x_i, U^T x_i - R^{-T} self_i)``.  The cavity coordinates are
-measured to be standard Gaussian and uncorrelated with ``y``, as sections 3-4 assume.  At a
-data-independent ``W`` the self-term is zero and the law is the old plug-in.
+``Theta*``), ``zhat_i = (Theta*^T x_i, U^T x_i - R^{-T} self_i)``.  The cavity coordinates are then
+standard Gaussian and uncorrelated with ``y``, as sections 3-4 assume.  At a
+data-independent ``W`` the self-term is zero and the law is the naive plug-in.
 
 **Exact and approximate.**  The identity ``W_T = W_0 - (lr/n) sum_t X^T G_t`` is exact.  The
 self-term is first order in ``Delta`` (``||Delta|| = O(d^{-1/2})``), uses the full Hessian for
@@ -171,7 +171,7 @@ def plugin_law(net, data, W, *, self_term=None, weight_decay=0.0) -> SpikeLaw:
 
     ``self_term`` (``n x m``, from :func:`cavity_self_term`) is subtracted from the
     pre-activations before they are written in the orthonormal basis ``U`` of ``W`` off
-    ``Theta*``; ``None`` (a data-independent ``W``) gives the old plug-in law, whose spike
+    ``Theta*``; ``None`` (a data-independent ``W``) gives the naive plug-in law, whose spike
     coordinates are ``B^T x_i`` with ``B = [Theta*, U]``.  ``D_i`` is the sample's own block.
     """
     _check_net_data(net, data)

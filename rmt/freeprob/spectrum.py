@@ -67,7 +67,7 @@ def _side_or_undetermined(mp, side):
 
 
 def bulk_edges(law, delta) -> BulkEdges:
-    """Edges ``(lo, hi)`` of the bulk of ``H`` (docs/theory.md section 3, fold of the real branch).
+    """Edges ``(lo, hi)`` of the bulk of ``H``: folds of the real branch (docs/theory.md sec. 3.7).
 
     Each edge is the fold of the real branch of (MP) continued from ``-+inf`` and refined by
     Newton on the extended system.  An unbounded side (``law.unbounded``) gives ``-+inf``;
@@ -75,8 +75,41 @@ def bulk_edges(law, delta) -> BulkEdges:
     is then the bottom of the spectrum).  An edge that the discretised law does not determine
     (the branch ran into the pole of an extreme node short of the extreme of ``D``,
     ``find_fold``) is ``nan`` with kind ``"undetermined"`` and the cause in ``reason``; the other
-    side stays usable.  Raises ``EdgeNotDetermined`` when neither side is determined and
-    ``ConvergenceError`` when no fold is found.
+    side stays usable.
+
+    Parameters
+    ----------
+    law : SpikeLaw
+        The law of ``(zhat, D)``.
+    delta : float
+        Sample ratio ``n / d``.
+
+    Returns
+    -------
+    BulkEdges
+        ``lo``, ``hi`` (shifted by ``law.shift``), their kinds, ``G`` at each edge and the points
+        of the real branch met on the way.
+
+    Raises
+    ------
+    EdgeNotDetermined
+        When neither side is determined.
+    ConvergenceError
+        When no fold is found.
+
+    Examples
+    --------
+    With ``D = 1`` the bulk is Marchenko-Pastur, with edges ``(1 -+ delta^{-1/2})^2``
+    (docs/theory.md section 3.5):
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> law = rmt.SpikeLaw(np.zeros(1), np.ones(1))
+    >>> edges = rmt.bulk_edges(law, 4.0)
+    >>> print(f"{edges.lo:.6f} {edges.hi:.6f} {edges.lo_kind} {edges.hi_kind}")
+    0.250000 2.250000 fold fold
+    >>> print(f"{(1 - 4.0**-0.5) ** 2:.6f} {(1 + 4.0**-0.5) ** 2:.6f}")
+    0.250000 2.250000
     """
     check_law(law)
     mp = MPSystem(law, delta)
@@ -188,11 +221,48 @@ def real_branch_start(mp: MPSystem, side):
 
 
 def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
-    """Matrix Stieltjes transform ``G(zeta)`` solving (MP) (docs/theory.md section 3).
+    """Matrix Stieltjes transform ``G(zeta)`` solving (MP) (docs/theory.md sections 3.2-3.3).
 
     For complex ``zeta``: Newton on the entries of ``G`` with continuation in ``Im zeta`` from far
-    above (``G(conj zeta) = conj G(zeta)``).  For real ``zeta`` outside the bulk: continuation along
-    the real branch from ``-+inf``; a real ``zeta`` inside ``[lo, hi]`` raises ``ValueError``.
+    above (``G(conj zeta) = conj G(zeta)``, docs/theory.md section 3.8).  For real ``zeta``
+    outside the bulk: continuation along the real branch from ``-+inf``.
+
+    Parameters
+    ----------
+    law : SpikeLaw
+        The law of ``(zhat, D)``.
+    delta : float
+        Sample ratio ``n / d``.
+    zeta : complex or float
+        The spectral argument; a real one must lie outside the bulk.
+    edges : (float, float), optional
+        The bulk edges ``(lo, hi)`` of the same law and ``delta`` (computed when not given).
+
+    Returns
+    -------
+    StieltjesResult
+        ``G`` (``m x m``), ``zeta``, the Newton iterations and the residual.
+
+    Raises
+    ------
+    ValueError
+        For a real ``zeta`` inside ``[lo, hi]``.
+    ConvergenceError
+        When Newton does not converge.
+
+    Examples
+    --------
+    For ``D = 1``, ``G`` is the Stieltjes transform of Marchenko-Pastur with ratio
+    ``gamma = 1/delta``, known in closed form:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> law = rmt.SpikeLaw(np.zeros(1), np.ones(1))
+    >>> res = rmt.stieltjes(law, 4.0, -1.0)
+    >>> gamma, z = 1 / 4.0, -1.0
+    >>> ref = (1 - gamma - z - np.sqrt((z - 1 - gamma) ** 2 - 4 * gamma)) / (2 * gamma * z)
+    >>> print(f"{res.G[0, 0].real:.8f} {ref:.8f}")
+    0.53112887 0.53112887
     """
     check_law(law)
     mp = MPSystem(law, delta)
@@ -278,6 +348,44 @@ def bulk_density(law, delta, x, eta=None) -> BulkDensity:
     law at ``eta -> 0`` is a comb of narrow bumps, one per node, not the smooth density of the
     continuous law; pass an ``eta`` of the order of the grid step there (the density is then
     smoothed by a Cauchy kernel of width ``eta``), as the figures of ``rmt spectrum`` do.
+
+    Parameters
+    ----------
+    law : SpikeLaw
+        The law of ``(zhat, D)``.
+    delta : float
+        Sample ratio ``n / d``.
+    x : float or array (p,)
+        Finite points at which the density is evaluated.
+    eta : float, optional
+        Imaginary part of ``zeta`` (default ``1e-10 * law.scale``).
+
+    Returns
+    -------
+    BulkDensity
+        ``density`` at ``x``, the mass ``atom`` at 0, ``eta`` and the convergence record.
+
+    Raises
+    ------
+    ValueError
+        For ``x`` that is not a finite 1-D array.
+    ConvergenceError
+        When a point does not converge.
+
+    Examples
+    --------
+    With ``D = 1`` the density is Marchenko-Pastur's (docs/theory.md section 3.5):
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> from rmt.freeprob import closed_forms
+    >>> law = rmt.SpikeLaw(np.zeros(1), np.ones(1))
+    >>> x = np.array([0.5, 1.0, 2.0])
+    >>> res = rmt.bulk_density(law, 4.0, x)
+    >>> print(np.round(res.density, 6), res.atom)
+    [0.842169 0.616404 0.210542] 0.0
+    >>> bool(np.allclose(res.density, closed_forms.mp_density(x, 4.0), atol=1e-8))
+    True
     """
     check_law(law)
     mp = MPSystem(law, delta)
