@@ -25,6 +25,32 @@ def overlaps(vectors, theta, m) -> np.ndarray:
     Returns
     -------
     ndarray (k,)
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match ``m * d`` or a ``theta`` without full column rank.
+
+    Notes
+    -----
+    See docs/theory.md section 1.4 (vector layout and overlaps with ``Theta*``).
+
+    Examples
+    --------
+    A vector whose neurons both lie along ``theta`` has overlap 1; random vectors get the sum
+    over neurons of their squared projections:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> theta = np.linalg.qr(np.random.default_rng(0).standard_normal((50, 1)))[0]
+    >>> v = np.concatenate([0.6 * theta[:, 0], 0.8 * theta[:, 0]])
+    >>> print(np.round(rmt.overlaps(v, theta, m=2), 6))
+    [1.]
+    >>> V = np.random.default_rng(1).standard_normal((100, 3))
+    >>> V /= np.linalg.norm(V, axis=0)
+    >>> ref = [(theta[:, 0] @ V[:50, c]) ** 2 + (theta[:, 0] @ V[50:, c]) ** 2 for c in range(3)]
+    >>> bool(np.allclose(rmt.overlaps(V, theta, m=2), ref))
+    True
     """
     m = check_positive_int(m, "m")
     V = as_float_array(vectors, "vectors")

@@ -73,6 +73,26 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
         Non-symmetric ``A``, ``k`` out of range, unknown ``which``/``method``/options.
     NoConvergenceError
         When fewer than ``k`` pairs meet ``tol``; it carries the converged ones.
+
+    Notes
+    -----
+    See docs/theory.md section 2.5 (the empirical spectrum).
+
+    Examples
+    --------
+    The bottom of the spectrum of a small Hessian, against dense ``eigvalsh``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(500, 50, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="tanh", loss="square")
+    >>> W = np.random.default_rng(1).standard_normal((50, 2)) / np.sqrt(50)
+    >>> H = rmt.Hessian(net, data, W)
+    >>> res = rmt.extreme_eigs(H, k=3, rng=0)
+    >>> bool(np.allclose(res.values, np.linalg.eigvalsh(H.to_dense())[:3], atol=1e-8))
+    True
+    >>> bool(np.all(res.residuals <= 1e-10 * res.norm_estimate))
+    True
     """
     start = time.perf_counter()
     check_choice(method, "method", METHODS)
@@ -90,8 +110,7 @@ def extreme_eigs(A, k=5, which="smallest", method="lanczos", tol=1e-10, rng=None
     op = CountingOperator(A, sign=1.0 if which == "smallest" else -1.0)
     # BLAS on one thread for the iterative methods (PRIMME sets its own, dense keeps all): their
     # dense work is small (``eigh`` of ``ncv x ncv``, thin products with the basis), and OpenBLAS
-    # threads spinning after a call slow the Numba product that follows (ARPACK's final
-    # ``dseupd`` slowed the residual product; benchmarks/RESULTS.md)
+    # threads spinning after a call slow the Numba product that follows (benchmarks/RESULTS.md)
     blas = contextlib.nullcontext() if method in ("dense", "primme") else single_threaded_blas()
     with blas:
         values, vectors, norm_est, products = _SOLVERS[method](op, int(k), tol, rng, **options)
@@ -201,10 +220,9 @@ def _solve_lanczos(op, k, tol, rng, ncv=None, keep=None, block=1, max_restarts=5
 def _solve_block_lanczos(op, k, tol, rng, block=None, ncv=None, keep=None, max_restarts=500):
     """Block Lanczos; a block of ``b`` finds up to ``b`` copies of a repeated eigenvalue.
 
-    The default block, ``min(k, 2)``, was the cheapest block in passes times cost per pass in
-    the measurements of benchmarks/RESULTS.md: a larger block needs fewer passes, but a
-    Hessian product on ``b`` vectors costs more than one on a single vector, and beyond
-    ``b = 2`` the saving in passes no longer pays for the dearer product."""
+    The default block is ``min(k, 2)``: a larger block needs fewer passes, but a Hessian
+    product on ``b`` vectors costs more than one on a single vector, and beyond ``b = 2`` the
+    saving in passes no longer pays for the dearer product (benchmarks/RESULTS.md)."""
     block = min(k, 2) if block is None else block
     return _solve_lanczos(op, k, tol, rng, ncv, keep, block, max_restarts)
 

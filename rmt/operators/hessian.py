@@ -67,6 +67,34 @@ class Hessian(SymmetricOperator):
         Number of vectors multiplied so far (a block of ``b`` counts ``b``).
     n_passes : int
         Number of passes over ``X`` so far (a block product counts one).
+
+    Raises
+    ------
+    TypeError
+        When ``net`` is not a :class:`rmt.TwoLayerNet` or ``data`` not a :class:`rmt.Dataset`.
+    ValueError
+        For ``W`` not of shape ``(d, m)`` or a negative ``weight_decay``.
+
+    Notes
+    -----
+    See docs/theory.md sections 2.1-2.2 (curvature blocks and the Hessian-vector product).
+
+    Examples
+    --------
+    The operator against the dense sum ``(1/n) sum_i D_i (x) x_i x_i^T`` built with numpy:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(500, 50, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="tanh", loss="square")
+    >>> W = np.random.default_rng(1).standard_normal((50, 2)) / np.sqrt(50)
+    >>> H = rmt.Hessian(net, data, W)
+    >>> H.shape
+    (100, 100)
+    >>> dense = np.einsum("nij,na,nb->iajb", H.D, data.X, data.X).reshape(100, 100) / 500
+    >>> v = np.random.default_rng(2).standard_normal(100)
+    >>> bool(np.allclose(H @ v, dense @ v)), bool(np.allclose(H.to_dense(), dense))
+    (True, True)
     """
 
     def __init__(self, net: TwoLayerNet, data: Dataset, W, weight_decay=0.0):

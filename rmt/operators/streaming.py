@@ -46,7 +46,7 @@ DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Default bytes per block when blocks are views (float64 C-order ndarray or memmap): a view
 #: costs no private memory, and every block is one parallel region of the kernel, whose
 #: threads wait for the slowest one, which on a loaded machine costs a wait per block
-#: (measured in benchmarks/RESULTS.md, scale-out section), so views get few, large blocks.
+#: (benchmarks/RESULTS.md, scale-out section), so views get few, large blocks.
 DEFAULT_VIEW_BLOCK_BYTES = 2 * 2**30
 
 #: ``to_dense`` loads an ``X`` up to this size; beyond, it streams products on the identity.

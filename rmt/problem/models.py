@@ -186,6 +186,31 @@ class MultiIndexModel:
     expectations over ``z`` use its values at quadrature or Monte Carlo nodes.  Whether it uses
     its ``rng`` is probed (:attr:`deterministic`): a deterministic ``g`` gets Gauss-Hermite
     nodes, a random one Monte Carlo nodes with one draw of ``g`` per node.
+
+    Raises
+    ------
+    ValueError
+        For an unknown registry name, a callable without ``k``, a ``k`` or ``even`` that
+        contradicts the registry target, or negative ``noise``.
+
+    Notes
+    -----
+    See docs/theory.md section 1.1 (data: a multi-index model).
+
+    Examples
+    --------
+    Phase retrieval, ``y = z^2`` with ``z = Theta*^T x``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> model.k, model.even, model.deterministic
+    (1, True, True)
+    >>> data = model.sample(500, 50, rng=0)
+    >>> data.X.shape, data.theta.shape, data.delta
+    ((500, 50), (50, 1), 10.0)
+    >>> bool(np.allclose(data.y, (data.X @ data.theta)[:, 0] ** 2))
+    True
     """
 
     target: str | Callable = "phase_retrieval"

@@ -39,6 +39,32 @@ class TwoLayerNet:
         Second layer, default ``np.full(width, 1/width)``.
     huber_delta : float
         Threshold of the Huber loss (ignored by the others).
+
+    Raises
+    ------
+    ValueError
+        For an unknown activation or loss, ``huber_delta = 0`` with the Huber loss, or ``a``
+        of the wrong length.
+
+    Notes
+    -----
+    See docs/theory.md sections 1.2-1.3 (the network, its losses and its gradient).
+
+    Examples
+    --------
+    The outputs and the mean square loss against numpy:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(500, 50, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="tanh", loss="square")
+    >>> W = np.random.default_rng(1).standard_normal((50, 2)) / np.sqrt(50)
+    >>> f = np.tanh(data.X @ W) @ net.a
+    >>> bool(np.allclose(net.forward(data.X, W), f))
+    True
+    >>> loss, grad = net.loss_and_grad(data, W)
+    >>> bool(np.isclose(loss, np.mean((f - data.y) ** 2) / 2)), grad.shape
+    (True, (50, 2))
     """
 
     def __init__(self, width, activation="tanh", loss="square", a=None, huber_delta=1.0):

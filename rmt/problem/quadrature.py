@@ -73,11 +73,8 @@ def monte_carlo(K: int, n: int, rng=None) -> GaussianNodes:
     return GaussianNodes(rng.standard_normal((n, K)), np.full(n, 1.0 / n), "monte_carlo")
 
 
-#: randomised QMC: total nodes and independently scrambled replicates (``sobol``).  Measured on
-#: the sweep laws of benchmarks/bench_freeprob.py (m = 2, 3, 4, 6 draws each): 8 x 4096
-#: scrambled Sobol nodes put the bulk edges, the outlier and its overlap 2-65x closer to their
-#: mean than 200k i.i.d. draws; 16k Sobol points put E[D] of the m = 1 phase-retrieval law
-#: 1.6-6x closer to its closed form (docs/theory.md section 3.9)
+#: randomised QMC: total nodes and independently scrambled replicates (``sobol``); their
+#: accuracy against i.i.d. draws is in docs/theory.md section 3.9 (benchmarks/RESULTS.md)
 QMC_NODES, QMC_REPLICATES = 32_768, 8
 
 # scipy renamed Sobol's ``seed`` to ``rng`` (1.15); pass the generator under the name it takes
