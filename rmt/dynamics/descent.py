@@ -214,7 +214,43 @@ def segment_phases(
     4. **Escape**: :func:`escape_step` from the plateau.
 
     The rule compares ``g`` and ``L`` only with themselves, so it does not change when the
-    loss or the gradient is rescaled.  Returns :class:`Phases`.
+    loss or the gradient is rescaled.
+
+    Parameters
+    ----------
+    loss, grad_norm : array (T,)
+        Finite training loss and gradient norm per recorded iterate.
+    overlap : array (T,), optional
+        ``Theta*`` overlap per iterate (NaN: unknown, never an escape).
+    window, depth, flat_rtol : int, float, float
+        The :class:`PlateauRule`.
+    escape_overlap : float
+        The overlap that counts as an escape.
+
+    Returns
+    -------
+    Phases
+
+    Raises
+    ------
+    ValueError
+        For curves that are empty, not finite or of different lengths, or an invalid rule.
+
+    Examples
+    --------
+    A gradient norm ``e^{-t/20} + 10^{-3} e^{t/40}`` has its minimum at
+    ``t = (40/3) log 2000``, about 101: that local minimum is the plateau.
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> t = np.arange(400.0)
+    >>> g = np.exp(-t / 20) + 1e-3 * np.exp(t / 40)
+    >>> overlap = (t >= 300).astype(float)
+    >>> ph = rmt.segment_phases(np.exp(-t / 20), g, overlap, window=20)
+    >>> ph.detected, ph.rule, ph.peak_step, ph.plateau_step, ph.escape_step
+    (True, 'local_min', 0, 101, 300)
+    >>> ph.plateau_step == round(40 / 3 * np.log(2000))
+    True
     """
     rule = PlateauRule(window, depth, flat_rtol)
     thr = check_positive_float(escape_overlap, "escape_overlap")
@@ -403,7 +439,63 @@ def gradient_descent(
     it: all a trained point needs).  ``W0`` of the result is the starting point.  A non-finite
     loss or gradient ends the run with ``diverged = True``.  A tqdm bar shows progress when
     stderr is a terminal (``progress=None``, :func:`rmt.progress.progress_enabled`);
-    ``progress=True`` forces it and ``False`` hides it.  Returns :class:`GDRun`.
+    ``progress=True`` forces it and ``False`` hides it.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        The network.
+    data : Dataset
+        The training set.
+    test : Dataset, optional
+        A held-out set of the same model (its loss is recorded).
+    W0 : array (d, m), optional
+        The start (default ``init_scale * N(0, 1/d)`` entries).
+    init_scale, lr, steps, weight_decay
+        Scale of the random start, step, number of updates and weight decay.
+    escape_overlap : float
+        The ``Theta*`` overlap that counts as an escape.
+    stop_after_escape : int, optional
+        Stop this many steps after the escape.
+    stop_at_plateau : bool
+        Stop once the plateau is confirmed.
+    rng : None, int or Generator
+        Seeds the random start.
+    progress : bool, optional
+        Progress bar (default: when stderr is a terminal).
+    segment : PlateauRule, optional
+        The phase rule (default ``PlateauRule()``).
+
+    Returns
+    -------
+    GDRun
+        The curves, the phases, ``W1``, ``W_final`` and ``W0``.
+
+    Raises
+    ------
+    TypeError
+        For a ``segment`` that is not a :class:`PlateauRule`.
+    ValueError
+        For invalid steps, rates or shapes.
+
+    Examples
+    --------
+    Phase retrieval at ``delta = 8``: the first phase ends on a plateau, then the overlap
+    with ``Theta*`` passes 1/2.  The recorded loss at the start is the Huber loss computed
+    with numpy:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(800, 100, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    >>> run = rmt.gradient_descent(net, data, steps=400, lr=0.5, rng=1)
+    >>> run.phases.detected, run.W1 is not None, run.phases.escape_step is not None
+    (True, True, True)
+    >>> r = net.forward(data.X, run.W0) - data.y
+    >>> bool(np.isclose(run.loss[0], np.mean(np.where(abs(r) <= 1, r**2 / 2, abs(r) - 0.5))))
+    True
+    >>> bool(run.overlap[run.phases.escape_step] >= 0.5 > run.overlap[run.phases.plateau_step])
+    True
     """
     lr, steps, wd, thr, stop_after = _check_inputs(
         net, data, test, lr, steps, weight_decay, escape_overlap, stop_after_escape

@@ -78,6 +78,47 @@ def predict_escape(values, vectors, grad, W1, lr, theta, threshold=0.5, max_step
         ``Theta*`` with orthonormal columns.
     threshold : float
         The overlap that counts as an escape (as in :func:`rmt.gradient_descent`).
+    max_steps : int
+        The search gives up (``steps = None``) beyond this many steps.
+
+    Returns
+    -------
+    EscapePrediction
+        ``steps`` and ``time`` (``None`` without escape), the fastest-growing direction
+        ``index``, ``race_won`` and the amplitudes and overlaps of the directions.
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match or ``lr <= 0``.
+
+    Notes
+    -----
+    See docs/theory.md section 7.3 (escape time).
+
+    Examples
+    --------
+    One negative direction along ``Theta*`` and one positive direction carrying ``W1``:
+    gradient descent on the quadratic model of the loss at ``W1`` reaches the overlap 1/2
+    after the predicted number of steps.
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> d, lr = 20, 1.0
+    >>> theta, vectors = np.eye(d)[:, :1], np.eye(d)[:, :2]
+    >>> values = np.array([-0.2, 0.5])
+    >>> W1 = np.eye(d)[:, 1:2] + 1e-3 * theta
+    >>> grad = -1e-3 * theta
+    >>> pred = rmt.predict_escape(values, vectors, grad, W1, lr, theta)
+    >>> pred.race_won, pred.index
+    (True, 0)
+    >>> H = vectors @ np.diag(values) @ vectors.T
+    >>> W, t = W1.copy(), 0
+    >>> while W[0, 0] ** 2 / np.sum(W**2) < 0.5:
+    ...     W = W - lr * (grad + H @ (W - W1))
+    ...     t += 1
+    >>> t, int(np.ceil(pred.steps))
+    (30, 30)
     """
     lam = as_float_array(values, "values", ndim=1)
     V = as_float_array(vectors, "vectors", ndim=2)

@@ -124,6 +124,43 @@ def population_risk(
     ``z ~ N(0, I_k)``, ``y = g(z) + noise eps`` and ``u = M z + (Q - M M^T)^{1/2} h`` with
     ``h ~ N(0, I_m)`` independent, i.e. the law of ``u = W^T x`` when ``W^T W = Q`` and
     ``W^T Theta* = M``.  Quadrature as in :func:`population_point`.
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The target.
+    net : TwoLayerNet
+        The network.
+    Q : array (m, m)
+        ``W^T W``; ``Q - M M^T`` must be positive semidefinite.
+    M : array (m, k), optional
+        ``W^T Theta*`` (default 0).
+    method : {"auto", "gauss_hermite", "monte_carlo"}
+        Integration rule.
+    order, max_nodes, n_mc, rng
+        Gauss-Hermite order, node budget, Monte Carlo nodes and their seed.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match, ``Q - M M^T`` not positive semidefinite, or an unknown
+        ``method``.
+
+    Examples
+    --------
+    A quadratic unit on phase retrieval with square loss and ``M = 0``: ``f = Q h^2`` with
+    ``h`` independent of ``z``, so ``R = (3 Q^2 - 2 Q + 3) / 2``, which is 2 at ``Q = 1``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> net = rmt.TwoLayerNet(1, activation="quadratic", loss="square", a=[1.0])
+    >>> round(rmt.population_risk(model, net, np.eye(1)), 6)
+    2.0
     """
     model, net, M = _check_model_net_M(model, net, M)
     Q = _check_Q(Q, net.width)
@@ -243,6 +280,50 @@ def population_point(
     ``w_2 = -w_1`` with an odd activation and equal ``a_j``, where ``f = 0`` identically), the
     minimum-norm one is returned: ``Q = M M^T`` whenever the risk there is no larger than at the
     optimiser's answer (to a relative 1e-10).
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The target.
+    net : TwoLayerNet
+        The network (its second layer ``a`` is fixed).
+    M : array (m, k), optional
+        ``W^T Theta*``, held fixed (default 0).
+    method : {"auto", "gauss_hermite", "monte_carlo"}
+        Integration rule of the risk.
+    order, max_nodes, n_mc, rng
+        Gauss-Hermite order, node budget, Monte Carlo nodes and their seed.
+    init_scale, L0
+        The start of L-BFGS-B: ``L0`` or ``init_scale * I``.
+    gtol, maxiter
+        L-BFGS-B's gradient tolerance and iteration limit.
+
+    Returns
+    -------
+    PointSpec
+        ``Q``, ``M``, ``risk`` (with its error estimate ``risk_error``), convergence record
+        and the curvature there; :meth:`PointSpec.draw` makes a ``W`` of it.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method`` or shapes that do not match the network and model.
+
+    Examples
+    --------
+    For the quadratic unit above the risk is ``(3 Q^2 - 2 Q + 3) / 2``, smallest at
+    ``Q = 1/3`` where it is ``4/3``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> net = rmt.TwoLayerNet(1, activation="quadratic", loss="square", a=[1.0])
+    >>> spec = rmt.population_point(model, net)
+    >>> spec.converged, round(float(spec.Q[0, 0]), 6), round(spec.risk, 6)
+    (True, 0.333333, 1.333333)
+    >>> W = spec.draw(200, np.eye(200)[:, :1], rng=0)
+    >>> W.shape, round(float(W[:, 0] @ W[:, 0]), 6), abs(float(W[0, 0])) < 1e-12  # W^T e_1 = M
+    ((200, 1), 0.333333, True)
     """
     model, net, M = _check_model_net_M(model, net, M)
     method = check_choice(method, "method", ("auto", "gauss_hermite", "monte_carlo"))
@@ -354,7 +435,15 @@ def _psd_factor(A, name) -> np.ndarray:
 def theta_overlap(W, theta) -> float:
     """Fraction of the squared weight norm in ``span(Theta*)``: ``||Theta*^T W||_F^2 / ||W||_F^2``.
 
-    It lies in ``[0, 1]``; a random ``W`` has about ``k/d`` and ``W`` inside ``span(Theta*)`` has 1.
+    It lies in ``[0, 1]``; a random ``W`` has about ``k/d`` and ``W`` inside ``span(Theta*)`` has 1
+    (docs/theory.md section 1.4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> rmt.theta_overlap(np.array([[3.0], [4.0], [0.0]]), np.eye(3)[:, :1])  # 3^2 / 5^2
+    0.36
     """
     total = float(np.sum(W * W))
     if total == 0.0:
@@ -380,6 +469,35 @@ def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
     initial overlap and the escape threshold: growth of the amplitude from ``d^{-1/2}`` to
     ``O(1)`` alone gives ``log(d) / (2 |lambda_out|)``).  Gradient descent with step ``lr``
     needs ``time / lr`` steps.
+
+    Parameters
+    ----------
+    lambda_out : float
+        The (negative) outlier eigenvalue.
+    d : int
+        Input dimension, at least 2.
+    lr : float
+        Step of gradient descent, ``> 0``.
+
+    Returns
+    -------
+    EscapeTime
+        ``(time, steps)``.
+
+    Raises
+    ------
+    TypeError
+        When ``lambda_out`` is not a real number.
+    ValueError
+        When ``lambda_out >= 0`` or not finite, ``d < 2`` or ``lr <= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> esc = rmt.predicted_escape_time(-0.5, 1000, lr=0.5)
+    >>> bool(np.isclose(esc.time, np.log(1000) / 0.5)), bool(np.isclose(esc.steps, esc.time / 0.5))
+    (True, True)
     """
     try:
         lam = float(lambda_out)
@@ -409,8 +527,13 @@ def register_point(cls):
 
     A new kind of point is one subclass with ``kind``, ``weights`` (and ``law_inputs`` when it
     does not depend on the sample, ``from_config`` when a ``RunConfig`` can name it), registered
-    with this decorator; the configuration, the command line and :func:`rmt.delta_pop` then
-    accept it.
+    with this decorator; the configuration, the command line and
+    :func:`rmt.population_threshold` then accept it.
+
+    Raises
+    ------
+    TypeError
+        When ``cls`` is not a :class:`Point` subclass with a ``kind``.
     """
     if not (isinstance(cls, type) and issubclass(cls, Point)) or not cls.kind:
         raise TypeError(f"a point kind must be a Point subclass with a kind; got {cls!r}")
@@ -629,7 +752,39 @@ class TrainedPoint(Point):
 
 
 def make_point(config, model=None, net=None) -> Point:
-    """The point a ``RunConfig`` names (``config.point``), for its model and network."""
+    """The point a ``RunConfig`` names (``config.point``), for its model and network.
+
+    See docs/theory.md section 6.2 (the points the toolkit supports).
+
+    Parameters
+    ----------
+    config : RunConfig
+        Names the point (``config.point``, a kind of :data:`POINT_KINDS`) and its settings.
+    model : MultiIndexModel, optional
+        Default ``config.model()``.
+    net : TwoLayerNet, optional
+        Default ``config.net()``.
+
+    Returns
+    -------
+    Point
+
+    Raises
+    ------
+    ValueError
+        For a kind that is unknown or cannot be built from a configuration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> point = rmt.make_point(rmt.RunConfig(point="zero", width=2))
+    >>> point
+    ZeroPoint(width=2, k=1)
+    >>> Q, M = point.law_inputs()
+    >>> Q.shape, M.shape, bool(np.all(Q == 0) and np.all(M == 0))
+    ((2, 2), (2, 1), True)
+    """
     cls = POINT_KINDS.get(config.point)
     if cls is None or not cls.in_config:
         known = ", ".join(config_point_kinds())

@@ -13,9 +13,9 @@ which the Hessian has a left outlier (below the bulk, docs/theory.md section 4) 
 * carries ``Theta*`` overlap (``overlap_theta > 0``), and
 * is a descent direction: its eigenvalue is below 0.
 
-The exact formula of the source paper was not available, so this is our definition; it
-satisfies ``delta_pop >= delta_BBP`` by construction, and ``delta_pop >= delta_alg`` is a
-property we check numerically rather than impose.  ``delta_pop = inf`` (with the reason) when no such
+The definition is the toolkit's own; it satisfies ``delta_pop >= delta_BBP`` by
+construction, and ``delta_pop >= delta_alg`` is a property checked numerically rather than
+imposed.  ``delta_pop = inf`` (with the reason) when no such
 outlier exists in the searched range, when the curvature blocks are unbounded below (the bulk
 then has no left edge), or when they carry no label information.  A solver failure is never an
 answer: it gives ``status = "failed"`` and ``delta_pop = nan`` (:class:`ThresholdResult`).
@@ -183,7 +183,43 @@ def population_threshold(
 
     ``point`` is a data-independent :class:`rmt.Point` (its ``law_inputs()`` fix the law), a
     :class:`rmt.PointSpec`, or ``"population"`` / ``"zero"``; a point that depends on the sample
-    (``"trained"``) raises ValueError.
+    (``"trained"``) raises ValueError.  See docs/theory.md sections 6.6-6.7.
+
+    Parameters
+    ----------
+    model : MultiIndexModel
+        The target.
+    net : TwoLayerNet
+        The network.
+    point : Point, PointSpec or str
+        The data-independent point.
+    side : {"left"}
+        Only the left (descent) side is defined.
+    delta_range : (float, float)
+        The search range ``0 < lo < hi < inf``.
+    n_grid : int
+        Points of the geometric scan above ``delta_BBP``.
+
+    Returns
+    -------
+    ThresholdResult
+        ``delta_pop`` with ``delta_alg``, ``delta_BBP``, the edge, outlier and overlap at
+        ``delta_pop``, and ``status`` (``"found"``, ``"infinite"`` with a ``reason``, or
+        ``"failed"`` with ``delta_pop = nan``).
+
+    Raises
+    ------
+    ValueError
+        For ``side != "left"``, an invalid ``delta_range`` or a sample-dependent ``point``.
+
+    Examples
+    --------
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> net = rmt.TwoLayerNet(1, activation="softplus", loss="huber")
+    >>> res = rmt.population_threshold(model, net)
+    >>> res.status, round(res.delta_pop, 3), res.delta_pop >= res.delta_alg
+    ('found', 0.749, True)
     """
     if side != "left":
         raise ValueError(f"delta_pop is defined on the left (descent) side; got side={side!r}")

@@ -107,6 +107,14 @@ def order_parameter(value, overlap) -> float:
     float
         ``overlap`` when ``value < 0`` (the most negative direction, the one gradient descent
         follows out of the plateau), else 0 (no descent direction, or no ``W1``).
+
+    Examples
+    --------
+    >>> import rmt
+    >>> rmt.order_parameter(-0.3, 0.8), rmt.order_parameter(0.1, 0.8)
+    (0.8, 0.0)
+    >>> rmt.order_parameter(None, None)
+    0.0
     """
     if value is None or overlap is None or not value < 0:
         return 0.0
@@ -619,7 +627,44 @@ def bisect_transition(
     otherwise ``found`` is False.  Then the bracket is halved geometrically (a tie counts as
     "yes") until ``hi / lo <= 1 + rtol`` or ``max_evals`` evaluations.  The confidence interval
     is :func:`significance_interval` over every evaluated ``delta``.  ``progress`` is called
-    with a short text after each evaluation.
+    with a short text after each evaluation.  See docs/theory.md section 7.4.
+
+    Parameters
+    ----------
+    outcome : callable
+        ``outcome(delta, seed) -> bool``, e.g. "gradient descent learned ``Theta*``".
+    lo, hi : float
+        The search range, ``0 < lo < hi``.
+    seeds : sequence of int
+        The seeds evaluated at every ``delta``.
+    rtol : float
+        Relative width of the final bracket.
+    max_evals : int
+        Most evaluated ``delta`` (ends included).
+    alpha : float
+        One-sided level of the confidence interval.
+    progress : callable, optional
+        Called with a short text after each evaluation.
+
+    Returns
+    -------
+    TransitionEstimate
+        ``delta``, the last ``bracket``, the confidence ``interval`` and the evaluations;
+        ``found`` is False (with a ``reason``) when ``[lo, hi]`` does not bracket the switch.
+
+    Raises
+    ------
+    ValueError
+        For ``lo >= hi``, empty ``seeds`` or invalid ``rtol`` / ``max_evals``.
+
+    Examples
+    --------
+    A deterministic switch at ``delta = 2``:
+
+    >>> import rmt
+    >>> est = rmt.bisect_transition(lambda delta, seed: delta > 2.0, 1.0, 4.0, seeds=(0, 1, 2))
+    >>> est.found, est.bracket[0] <= 2.0 <= est.bracket[1], round(est.delta, 1)
+    (True, True, 2.0)
     """
     lo, hi, seeds, rtol, max_evals = _check_search(lo, hi, seeds, rtol, max_evals)
     evals = []
