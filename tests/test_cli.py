@@ -125,9 +125,19 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     ``delta_alg`` and ``delta_pop``; in ``threshold.json`` as numbers or, when the search
     fails, as ``None`` with the reason.  The search is planted (its own tests are in
     ``tests/test_dmft_threshold.py``); ``delta_alg = 1/2`` is phase retrieval's closed form."""
-    import rmt.thresholds.asymptotic as dt
+    import rmt.app.commands as dt  # the command calls the asymptotic solver through this name
 
-    planted = rmt.DMFTThreshold(2.6012, 0.0313, 2.55, 2.66, True, "ok", {}, 8, 2500)
+    planted = rmt.DMFTThreshold(
+        value=2.6012,
+        stderr=0.0313,
+        lo=2.55,
+        hi=2.66,
+        converged=True,
+        message="ok",
+        evaluations={},
+        replicas=8,
+        n_samples=2500,
+    )
     calls = []
 
     def fake(model, net, lo, hi, **kwargs):
@@ -143,7 +153,17 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     assert summary["delta_alg"] == pytest.approx(0.5, rel=1e-6)
     assert "delta_NN (DMFT, d -> inf) = 2.601 ± 0.031" in cap.err
     assert calls[0]["replicas"] == 8 and calls[0]["n_samples"] == 2500
-    failed = rmt.DMFTThreshold(np.nan, np.nan, 0.5, 64, False, "no plateau", {}, 8, 2500)
+    failed = rmt.DMFTThreshold(
+        value=np.nan,
+        stderr=np.nan,
+        lo=0.5,
+        hi=64,
+        converged=False,
+        message="no plateau",
+        evaluations={},
+        replicas=8,
+        n_samples=2500,
+    )
     monkeypatch.setattr(dt, "dmft_delta_nn", lambda *a, **k: failed)
     assert main(["threshold", "--out", str(tmp_path / "b"), "--json"]) == 0
     cap = capsys.readouterr()

@@ -1,4 +1,4 @@
-"""The asymptotic ``delta_NN`` (``rmt.thresholds.asymptotic``, docs/dmft.md 8.10).
+"""The asymptotic ``delta_NN`` (``rmt.thresholds.asymptotic``, docs/theory.md 8.10).
 
 - The search (walk, regula falsi, pilot and straddle, interpolation, jackknife) on planted
   margins whose root and standard error are known in closed form.
@@ -39,14 +39,33 @@ def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False)
         if fail_below is not None and delta < fail_below:
             nan = np.full(replicas, np.nan)
             return DMFTEvaluation(
-                delta, None, nan, nan, np.nan, np.nan, (), False, "no plateau within 1200 steps"
+                delta=delta,
+                t1=None,
+                margins=nan,
+                loo_margins=nan,
+                margin=np.nan,
+                margin_se=np.nan,
+                hessians=(),
+                converged=False,
+                message="no plateau within 1200 steps",
             )
         root = ROOT + (pilot_shift if n_samples < full else 0.0)
         x = ROOT * np.log(delta / root) if log else delta - root
         g = SLOPE * x + OFFSETS[first_replica : first_replica + replicas]
         loo = np.array([np.delete(g, i).mean() for i in range(replicas)])
         se = float(np.sqrt((replicas - 1) / replicas * np.sum((loo - loo.mean()) ** 2)))
-        return DMFTEvaluation(delta, 100, g, loo, float(g.mean()), se, (), True, "ok", 100.0)
+        return DMFTEvaluation(
+            delta=delta,
+            t1=100,
+            margins=g,
+            loo_margins=loo,
+            margin=float(g.mean()),
+            margin_se=se,
+            hessians=(),
+            converged=True,
+            message="ok",
+            vertex=100.0,
+        )
 
     return fake
 
@@ -121,7 +140,17 @@ def test_the_pilot_slope_is_the_least_squares_line_over_its_near_points():
 
     def ev(delta, margin, loo_shift):
         loo = margin + loo_shift * np.arange(R)
-        return DMFTEvaluation(delta, 100, np.full(R, margin), loo, margin, 0.0, (), True, "ok")
+        return DMFTEvaluation(
+            delta=delta,
+            t1=100,
+            margins=np.full(R, margin),
+            loo_margins=loo,
+            margin=margin,
+            margin_se=0.0,
+            hessians=(),
+            converged=True,
+            message="ok",
+        )
 
     pts = {6.0: ev(6.0, 0.05, 0.0), 4.0: ev(4.0, 0.03, 1e-4), 2.62: ev(2.62, 0.0005, -2e-4),
            2.60: ev(2.60, -0.0004, 3e-4)}  # fmt: skip
@@ -151,7 +180,17 @@ def test_the_walk_keeps_its_direction_when_two_close_margins_are_noise():
     nan = np.full(2, np.nan)
 
     def ev(delta, margin):
-        return DMFTEvaluation(delta, 100, nan, nan, margin, 0.0, (), True, "ok")
+        return DMFTEvaluation(
+            delta=delta,
+            t1=100,
+            margins=nan,
+            loo_margins=nan,
+            margin=margin,
+            margin_se=0.0,
+            hessians=(),
+            converged=True,
+            message="ok",
+        )
 
     evals = {4.0: ev(4.0, 0.03), 2.67: ev(2.67, 0.0011), 2.61: ev(2.61, 0.0020)}
     nxt = dt._next_point(evals[2.61], evals[2.67], evals)
@@ -272,7 +311,17 @@ def test_failures_of_one_kind_are_reported_once_with_their_deltas():
     nan = np.full(2, np.nan)
 
     def failed(delta, message):
-        return DMFTEvaluation(delta, None, nan, nan, np.nan, np.nan, (), False, message)
+        return DMFTEvaluation(
+            delta=delta,
+            t1=None,
+            margins=nan,
+            loo_margins=nan,
+            margin=np.nan,
+            margin_se=np.nan,
+            hessians=(),
+            converged=False,
+            message=message,
+        )
 
     search = dt._Search(None, 10, None)
     search.evals = {

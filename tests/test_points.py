@@ -40,7 +40,17 @@ def test_population_risk_matches_monte_carlo_of_drawn_network(rng):
     value = population_risk(model, net, Q, M, order=20)
     data = model.sample(400_000, 6, rng=rng)
     spec = rmt.thresholds.points.PointSpec(
-        Q, M, np.nan, True, 0.0, 0, "", 0.0, "quadrature", 20, np.eye(2)
+        Q=Q,
+        M=M,
+        risk=np.nan,
+        converged=True,
+        grad_norm=0.0,
+        iterations=0,
+        message="",
+        risk_error=0.0,
+        quadrature="quadrature",
+        order=20,
+        curvature=np.eye(2),
     )
     W = spec.draw(6, data.theta, rng=rng)
     ell, _, _ = net.loss_derivatives(data.y, net.forward(data.X, W))

@@ -432,7 +432,19 @@ def test_sweep_builds_the_population_law_once_and_predicts_as_from_its_own_W(mon
 
     config = rmt.RunConfig(d=60, deltas=(2.0, 3.0), seeds=(0, 1), width=2, n_eigs=2)
     Q = np.array([[0.3, 0.05], [0.05, 0.2]])
-    spec = PointSpec(Q, np.zeros((2, 1)), 0.0, True, 0.0, 0, "", 0.0, "quadrature", 12, None)
+    spec = PointSpec(
+        Q=Q,
+        M=np.zeros((2, 1)),
+        risk=0.0,
+        converged=True,
+        grad_norm=0.0,
+        iterations=0,
+        message="",
+        risk_error=0.0,
+        quadrature="quadrature",
+        order=12,
+        curvature=None,
+    )
     point = PopulationPoint(spec)
     monkeypatch.setattr(theory_module, "_LAWS", type(theory_module._LAWS)())
     built, original = [], rmt.SpikeLaw.from_network.__func__

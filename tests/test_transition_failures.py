@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rmt
-import rmt.freeprob
+import rmt.thresholds.population
 from rmt.app.report import format_threshold_table
 from rmt.experiments.config import RunConfig
 from rmt.experiments.threshold_table import TABLE_COLUMNS, threshold_table
@@ -23,7 +23,7 @@ def failing_bbp(monkeypatch):
     def fail(*args, **kwargs):
         raise ConvergenceError(MESSAGE)
 
-    monkeypatch.setattr(rmt.freeprob, "bbp_threshold", fail)
+    monkeypatch.setattr(rmt.thresholds.population, "bbp_threshold", fail)
 
 
 def test_solver_failure_is_failed_with_nan(failing_bbp):

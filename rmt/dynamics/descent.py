@@ -56,7 +56,7 @@ class PlateauRule:
         object.__setattr__(self, "flat_rtol", check_nonneg_float(self.flat_rtol, "flat_rtol"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Phases:
     """Result of :func:`segment_phases`.
 
@@ -281,7 +281,7 @@ def _curve(x, name) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # gradient descent
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GDRun:
     """Result of :func:`gradient_descent` (docs/theory.md section 7.2).
 
@@ -326,7 +326,7 @@ class GDRun:
         return (self.escape_step - self.plateau_step) * self.lr
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Problem:
     """Everything a step needs, validated: kernels, arrays, settings."""
 
@@ -504,7 +504,16 @@ def gradient_descent(
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"segment must be an rmt.PlateauRule or None; got {type(rule).__name__}")
     grad_kernel, loss_kernel = step_kernels(net.width)
-    prob = _Problem(net, data, test, grad_kernel, loss_kernel, lr, wd, default_chunks())
+    prob = _Problem(
+        net=net,
+        data=data,
+        test=test,
+        grad_kernel=grad_kernel,
+        loss_kernel=loss_kernel,
+        lr=lr,
+        wd=wd,
+        n_chunks=default_chunks(),
+    )
     Wt = _initial_weights(net, data, W0, init_scale, rng)
     start = np.ascontiguousarray(Wt.T)
     compile_seconds = _warm_up(prob)

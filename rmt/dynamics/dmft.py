@@ -1,4 +1,4 @@
-"""Discrete-time dynamical mean-field theory of full-batch GD (docs/dmft.md, draft of section 8).
+"""Discrete-time dynamical mean-field theory of full-batch GD (docs/theory.md, draft of section 8).
 
 :func:`dmft_gd` solves the effective process of :func:`rmt.gradient_descent`,
 
@@ -6,10 +6,10 @@
     psi(u, y) = l'(y, a^T sigma(u)) a * sigma'(u),      u_i^t = W^{tT} x_i,
 
 in the proportional limit ``n, d -> inf`` at ``n / d = delta``, from ``W^0`` with i.i.d.
-``N(0, init_scale^2 / d)`` entries.  The equations (docs/dmft.md, eqs. (D1)-(D7)) are causal
+``N(0, init_scale^2 / d)`` entries.  The equations (docs/theory.md, eqs. (D1)-(D7)) are causal
 in time: every kernel at time ``t`` needs only kernels at earlier times.  They are solved in
 one forward sweep over the time grid, which is the exact fixed point of the kernel map for the
-Monte Carlo sample (no damping is needed; see docs/dmft.md section 8.5):
+Monte Carlo sample (no damping is needed; see docs/theory.md section 8.5):
 
 - n-side: ``N = n_samples`` seeded draws of ``(z, y)`` and of the Gaussian process ``xi``
   (covariance ``Q_perp``, sampled as ``xi = L g`` with ``L`` a causal factor of ``Q_perp``
@@ -49,7 +49,7 @@ from rmt.progress import progress_enabled
 from rmt.validation import check_nonneg_float, check_positive_float, check_positive_int
 
 #: the default ``relu_smoothing`` ``h``: at each step the ReLU of the per-sample process is
-#: ``w softplus(u / w)`` with ``w = h sd(u)`` per neuron (docs/dmft.md 8.11)
+#: ``w softplus(u / w)`` with ``w = h sd(u)`` per neuron (docs/theory.md 8.11)
 RELU_SMOOTHING = 0.1
 
 #: the registry activations whose ``psi`` is Lipschitz, so that the pathwise responses are
@@ -57,7 +57,7 @@ RELU_SMOOTHING = 0.1
 SMOOTH_ACTIVATIONS = ("tanh", "quadratic", "cubic", "softplus", "erf")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DMFTResult:
     """Result of :func:`dmft_gd` (curves at the iterate *before* update ``t``, as in ``GDRun``).
 
@@ -115,7 +115,7 @@ def dmft_gd(
     segment=None,
     relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTResult:
-    """Solve the DMFT of full-batch GD (docs/dmft.md, eqs. (D1)-(D7)) on ``steps`` steps.
+    """Solve the DMFT of full-batch GD (docs/theory.md, eqs. (D1)-(D7)) on ``steps`` steps.
 
     The curves hold the iterates ``t = 0..steps-1``, so the solve is that of
     ``steps - 1`` updates: :func:`rmt.gradient_descent` with ``steps - 1`` (whose
@@ -135,7 +135,7 @@ def dmft_gd(
     confirms a plateau ``window + CURVE_SMOOTHING`` steps after it; ``steps`` is then a
     maximum, and the result holds the steps done.  The equations are causal, so those steps
     are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
-    solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/dmft.md
+    solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/theory.md
     8.11: bias ``O(h^2)``, Monte Carlo variance ``O(1 / (N h))``); other activations ignore it.
     Returns :class:`DMFTResult`.
     """
@@ -266,7 +266,7 @@ def check_seed(rng) -> None:
 
 
 #: the half-width ``h`` of the centred moving average that the plateau rule reads DMFT curves
-#: through (docs/dmft.md 8.10): the Monte Carlo noise of a solve's curves is fresh at every
+#: through (docs/theory.md 8.10): the Monte Carlo noise of a solve's curves is fresh at every
 #: step (new innovations of the field), while the limit's curves are smooth
 CURVE_SMOOTHING = 6
 
@@ -288,7 +288,7 @@ def smoothed_curve(x, h=CURVE_SMOOTHING) -> np.ndarray:
 def plateau_of_curves(train_loss, grad_norm, overlap, rule):
     """The plateau of DMFT curves: :func:`rmt.segment_phases` with the :class:`rmt.PlateauRule`
     ``rule`` and :data:`ESCAPE_OVERLAP` on the curves smoothed by :func:`smoothed_curve`
-    (docs/dmft.md 8.10); returns its :class:`rmt.Phases` (steps of the curves themselves).
+    (docs/theory.md 8.10); returns its :class:`rmt.Phases` (steps of the curves themselves).
     With ``CURVE_SMOOTHING`` or fewer steps there is nothing to read: no plateau."""
     curves = [smoothed_curve(c) for c in (train_loss, grad_norm, overlap)]
     if curves[0].size == 0:
@@ -309,7 +309,7 @@ def _plateau_rule(segment):
 # ---------------------------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(kw_only=True)
 class _Problem:
     model: MultiIndexModel
     net: object
@@ -347,21 +347,21 @@ class _Problem:
         if M0 is None:
             raise ValueError(f"M0 must have m x k = {m} x {k} entries")
         return cls(
-            model,
-            net,
-            check_positive_float(delta, "delta"),
-            check_positive_float(lr, "lr"),
-            check_positive_int(steps, "steps"),
-            check_nonneg_float(init_scale, "init_scale"),
-            check_nonneg_float(weight_decay, "weight_decay"),
-            check_positive_int(n_samples, "n_samples", minimum=2),
-            M0,
-            smoothing,
+            model=model,
+            net=net,
+            delta=check_positive_float(delta, "delta"),
+            lr=check_positive_float(lr, "lr"),
+            T=check_positive_int(steps, "steps"),
+            init=check_nonneg_float(init_scale, "init_scale"),
+            wd=check_nonneg_float(weight_decay, "weight_decay"),
+            N=check_positive_int(n_samples, "n_samples", minimum=2),
+            M0=M0,
+            smoothing=smoothing,
         )
 
 
 def _check_activation(net) -> None:
-    """Refuse a network whose ``psi`` the solver cannot differentiate (docs/dmft.md 8.11)."""
+    """Refuse a network whose ``psi`` the solver cannot differentiate (docs/theory.md 8.11)."""
     act = getattr(net, "activation", None)
     if isinstance(net, TwoLayerNet) and act not in SMOOTH_ACTIVATIONS + ("relu",):
         raise ValueError(
@@ -429,7 +429,7 @@ def _draws(prob, n_test, rng) -> dict:
 
 def _smoothed_relu(U, h, widths=None):
     """``(sigma, sigma', sigma'')`` of ``w softplus(u / w)``, ``w = h sd(u)`` per column of
-    ``U`` over the draws (docs/dmft.md 8.11), or ``w = widths`` when given; a column of width
+    ``U`` over the draws (docs/theory.md 8.11), or ``w = widths`` when given; a column of width
     0 (no spread) keeps the exact ReLU."""
     widths = h * U.std(axis=0) if widths is None else np.asarray(widths, dtype=np.float64)
     w = np.where(widths > 0, widths, 1.0)
@@ -449,7 +449,7 @@ def _psi(net, U, y, relu_smoothing=None, widths=None):
     """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
 
     With ``relu_smoothing`` ``h`` (or given ``widths``) a ReLU network uses the smoothed
-    activation of :func:`_smoothed_relu` at these draws (docs/dmft.md 8.11)."""
+    activation of :func:`_smoothed_relu` at these draws (docs/theory.md 8.11)."""
     smoothed = relu_smoothing is not None or widths is not None
     if smoothed and getattr(net, "activation", None) == "relu":
         s, ds, d2s = _smoothed_relu(U, relu_smoothing, widths)
@@ -543,21 +543,21 @@ def _truncated(prob, st, T):
     m = prob.m
     a, b = T * m, (T + 1) * m
     cut = _State(
-        st.M[: T + 1],
-        st.Phi[: T + 1],
-        np.ascontiguousarray(st.Rw[:b, :b]),
-        np.ascontiguousarray(st.Qp[: T + 1, : T + 1]),
-        np.ascontiguousarray(st.Cf[:a, :a]),
-        np.ascontiguousarray(st.R[:T, :T]),
-        np.ascontiguousarray(st.KT[:b, :b]),
-        st.J[:T],
-        st.P[:, :a],
-        st.loss[:T],
-        st.xi[:T],
-        st.u[:T],
-        np.ascontiguousarray(st.L[:b, :b]),
-        st.active[:b],
-        st.G[:, :a],
+        M=st.M[: T + 1],
+        Phi=st.Phi[: T + 1],
+        Rw=np.ascontiguousarray(st.Rw[:b, :b]),
+        Qp=np.ascontiguousarray(st.Qp[: T + 1, : T + 1]),
+        Cf=np.ascontiguousarray(st.Cf[:a, :a]),
+        R=np.ascontiguousarray(st.R[:T, :T]),
+        KT=np.ascontiguousarray(st.KT[:b, :b]),
+        J=st.J[:T],
+        P=st.P[:, :a],
+        loss=st.loss[:T],
+        xi=st.xi[:T],
+        u=st.u[:T],
+        L=np.ascontiguousarray(st.L[:b, :b]),
+        active=st.active[:b],
+        G=st.G[:, :a],
     )
     return dataclasses.replace(prob, T=T), cut
 
@@ -569,7 +569,7 @@ def _blocks(flat, m):
     return flat.reshape(T, m, T, m).transpose(0, 2, 1, 3)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _State:
     M: np.ndarray  # (T+1, m, k)
     Phi: np.ndarray  # (T+1, m, m)
@@ -611,21 +611,21 @@ class _State:
         D = (T + 1) * m
         J = np.zeros((T, m, m, -(-prob.N // PAD) * PAD))
         st = cls(
-            M,
-            Phi,
-            np.zeros((D, D)),
-            Qp,
-            np.zeros((T * m, T * m)),
-            np.zeros((T, T, m, m)),
-            np.zeros((D, D)),
-            J,
-            np.zeros((prob.N, T * m)),
-            np.full(T, np.nan),
-            np.full((T, prob.N, m), np.nan),
-            np.full((T, prob.N, m), np.nan),
-            np.zeros((D, D)),
-            np.zeros(D, dtype=bool),
-            np.zeros((prob.N, T * m)),
+            M=M,
+            Phi=Phi,
+            Rw=np.zeros((D, D)),
+            Qp=Qp,
+            Cf=np.zeros((T * m, T * m)),
+            R=np.zeros((T, T, m, m)),
+            KT=np.zeros((D, D)),
+            J=J,
+            P=np.zeros((prob.N, T * m)),
+            loss=np.full(T, np.nan),
+            xi=np.full((T, prob.N, m), np.nan),
+            u=np.full((T, prob.N, m), np.nan),
+            L=np.zeros((D, D)),
+            active=np.zeros(D, dtype=bool),
+            G=np.zeros((prob.N, T * m)),
         )
         _factor_row(st, 0)
         return st
@@ -682,7 +682,7 @@ def _mu(prob, draws, st, t) -> np.ndarray:
 
     For an even target (``(z, y) -> (-z, y)`` leaves the law invariant) with ``M(s) = 0`` for
     ``s <= t``, ``psi^t`` depends on ``z`` only through ``y``, so ``mu(t) = 0`` and ``M`` stays
-    0 (docs/dmft.md section 8.4).  The Monte Carlo estimate would instead be ``O(N^{-1/2})``
+    0 (docs/theory.md section 8.4).  The Monte Carlo estimate would instead be ``O(N^{-1/2})``
     and grow along the unstable direction, so the exact value is used.
     """
     if prob.model.even and not np.any(st.M[: t + 1]):
@@ -793,7 +793,7 @@ def _test_loss(prob, draws, st, t) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# the Hessian at the end of the first phase (docs/dmft.md section 8.9)
+# the Hessian at the end of the first phase (docs/theory.md section 8.9)
 # ---------------------------------------------------------------------------------------------
 #: smallest squared Theta* overlap for an outlier to count as the Theta* outlier.  Other
 #: outliers of the DMFT law (along the difference of two neurons, say) have overlap 0 in the
@@ -809,7 +809,7 @@ ESCAPE_OVERLAP = 0.5
 
 
 def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history=()):
-    """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/dmft.md 8.9).
+    """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/theory.md 8.9).
 
     One node per Monte Carlo draw of the per-sample process: spike coordinates ``zhat =
     (z, Q_perp(t,t)^{-1/2} xi^t)``, the target coordinates and the *cavity* field written in
@@ -824,7 +824,7 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
     coordinates (whitened together with ``xi^t`` by the covariance ``Q_perp(s, s')``).  ``D``
     depends on ``x`` through the cavity fields of the whole trajectory, not only through
     ``xi^t``; the default (none) keeps the spike space ``span(Theta*, W(t))`` of the plug-in
-    law, and ``history`` measures what the rest changes (docs/dmft.md 8.9: at most 0.6% of the
+    law, and ``history`` measures what the rest changes (docs/theory.md 8.9: at most 0.6% of the
     outlier with five times, phase retrieval at ``delta = 4``).
     """
     if not isinstance(result, DMFTResult):
@@ -869,7 +869,7 @@ def resampled_laws(
     result, model, net, times, n_draws, rng, weight_decay=0.0, relu_smoothing=RELU_SMOOTHING
 ) -> dict:
     """Spike laws of the Hessian at steps ``times`` from fresh draws of the per-sample process
-    at the kernels of a solve (docs/dmft.md 8.10).
+    at the kernels of a solve (docs/theory.md 8.10).
 
     The solve estimates the kernels ``M``, ``R_w`` and ``Q_perp`` from its ``N`` draws, and
     :func:`dmft_law` takes the law at step ``t`` from those same draws.  Here ``n_draws`` new
@@ -980,7 +980,7 @@ def _forward_numpy(net, Rw, M, z, y, X, c, widths, slot, out) -> None:
             out[slot[s]] = U
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DMFTHessian:
     """The Hessian at the DMFT plateau ``t1`` (:func:`dmft_hessian`).
 
@@ -997,7 +997,7 @@ class DMFTHessian:
     section 4); it is positive iff a left ``Theta*`` outlier exists, and continuous in
     ``delta``.  ``learning_margin = min(theta_margin, -x)``, with ``x`` the ``Theta*``
     outlier (the left edge while there is none), is positive iff a *negative* ``Theta*``
-    outlier exists: the criterion of ``delta_NN`` (docs/dmft.md 8.10), and ``negative`` is
+    outlier exists: the criterion of ``delta_NN`` (docs/theory.md 8.10), and ``negative`` is
     ``learning_margin > 0``.  ``result`` is the DMFT solve and ``law`` the spike law at ``t1``.
     """
 
@@ -1039,7 +1039,7 @@ def dmft_hessian(
     relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTHessian:
     """Edges, outliers and ``Theta*`` overlaps of the Hessian at the end of the first phase,
-    without simulation (docs/dmft.md 8.9).
+    without simulation (docs/theory.md 8.9).
 
     Solves :func:`dmft_gd` on ``steps`` steps, finds the plateau ``t1`` with the rule of
     :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
@@ -1086,10 +1086,7 @@ def dmft_hessian(
 def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
     """A :class:`DMFTHessian` that failed: ``converged`` False, the reason, no numbers."""
     nan, empty = float("nan"), np.array([])
-    return DMFTHessian(
-        result.delta, t1, rule, nan, nan, empty, empty, nan, nan, nan, False, False, message,
-        result,
-    )  # fmt: skip
+    return DMFTHessian(delta=result.delta, t1=t1, plateau_rule=rule, edge_lo=nan, edge_hi=nan, outliers=empty, overlaps_theta=empty, bottom=nan, theta_outlier=nan, theta_overlap=nan, negative=False, converged=False, message=message, result=result)  # fmt: skip
 
 
 def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> DMFTHessian:
@@ -1113,7 +1110,7 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
     Returns
     -------
     DMFTHessian
-        At the law of step ``t1`` (docs/dmft.md 8.9); ``converged`` is False, with the
+        At the law of step ``t1`` (docs/theory.md 8.9); ``converged`` is False, with the
         reason, when the spectrum or the margin of that law failed.
     """
     law = dmft_law(result, net, t1, weight_decay) if law is None else law
@@ -1128,23 +1125,23 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
     theta_ov = float(pred.overlaps_theta[big[0]]) if big.size else float("nan")
     learning = min(margin, -(theta_val if big.size else float(pred.edge_lo)))
     return DMFTHessian(
-        result.delta,
-        t1,
-        rule,
-        pred.edge_lo,
-        pred.edge_hi,
-        pred.outliers,
-        pred.overlaps_theta,
-        pred.bottom,
-        theta_val,
-        theta_ov,
-        bool(learning > 0.0),
-        True,
-        f"plateau at step {t1} ({rule}); {result.message}",
-        result,
-        law,
-        margin,
-        learning,
+        delta=result.delta,
+        t1=t1,
+        plateau_rule=rule,
+        edge_lo=pred.edge_lo,
+        edge_hi=pred.edge_hi,
+        outliers=pred.outliers,
+        overlaps_theta=pred.overlaps_theta,
+        bottom=pred.bottom,
+        theta_outlier=theta_val,
+        theta_overlap=theta_ov,
+        negative=bool(learning > 0.0),
+        converged=True,
+        message=f"plateau at step {t1} ({rule}); {result.message}",
+        result=result,
+        law=law,
+        theta_margin=margin,
+        learning_margin=learning,
     )
 
 

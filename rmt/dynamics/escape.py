@@ -32,7 +32,7 @@ import numpy as np
 from rmt.validation import as_float_array, check_positive_float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EscapePrediction:
     """Predicted escape: ``steps`` after the plateau (``time = lr * steps``), or ``None``.
 
@@ -151,16 +151,40 @@ def predict_escape(values, vectors, grad, W1, lr, theta, threshold=0.5, max_step
     ov = _theta_share(Vt)
     target = float(np.linalg.norm(W1))
     if fastest is None or ov[fastest] < threshold:
-        return EscapePrediction(None, None, fastest, False, target, np.abs(amp), ov)
+        return EscapePrediction(
+            steps=None,
+            time=None,
+            index=fastest,
+            race_won=False,
+            target=target,
+            amplitudes=np.abs(amp),
+            theta_overlaps=ov,
+        )
     lo, hi = 0, 1
     while overlap(hi) < threshold:
         lo, hi = hi, 2 * hi
         if hi > max_steps:
-            return EscapePrediction(None, None, fastest, False, target, np.abs(amp), ov)
+            return EscapePrediction(
+                steps=None,
+                time=None,
+                index=fastest,
+                race_won=False,
+                target=target,
+                amplitudes=np.abs(amp),
+                theta_overlaps=ov,
+            )
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if overlap(mid) < threshold else (lo, mid)
-    return EscapePrediction(float(hi), float(hi) * lr, fastest, True, target, np.abs(amp), ov)
+    return EscapePrediction(
+        steps=float(hi),
+        time=float(hi) * lr,
+        index=fastest,
+        race_won=True,
+        target=target,
+        amplitudes=np.abs(amp),
+        theta_overlaps=ov,
+    )
 
 
 def _theta_share(Vt) -> np.ndarray:

@@ -20,7 +20,7 @@ from rmt.kernels.threads import adaptive_threads
 from rmt.validation import check_positive_int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpectralDensity:
     """SLQ estimate of a spectral measure.
 
@@ -116,7 +116,14 @@ def spectral_density(A, n_probes=10, steps=60, rng=None, n_grid=512, width=None,
         raise ValueError(f"width must be a finite positive number; got {width!r}")
     grid = np.linspace(nodes.min() - 4 * width, nodes.max() + 4 * width, n_grid)
     density = gaussian_mixture_density(nodes, weights, grid, float(width))
-    return SpectralDensity(nodes, weights, grid, density, float(width), op.n_matvec)
+    return SpectralDensity(
+        nodes=nodes,
+        weights=weights,
+        grid=grid,
+        density=density,
+        width=float(width),
+        n_matvec=op.n_matvec,
+    )
 
 
 def _batched_lanczos(op, probes, steps, reorth):

@@ -36,7 +36,7 @@ REORTH_ETA = 1.0 / np.sqrt(2.0)
 PRODUCTS_BUDGET = 2**30
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KrylovOutcome:
     """What the engine found: the wanted Ritz pairs (and ``products = A vectors``, from the
     products already made; ``None`` when ``A Q`` was not kept), their estimated residuals, and
@@ -83,7 +83,15 @@ def thick_restart_lanczos(op, k, block, ncv, tol, max_restarts, rng, keep=None):
         last = j + block > ncv and restarts == max_restarts
         if (len(want) == k and np.all(conv)) or last:
             vectors, products = Q[:, :j] @ Y[:, want], _combine(AQ, slice(0, j), Y[:, want])
-            return KrylovOutcome(theta[want], vectors, products, res[want], conv, anorm, restarts)
+            return KrylovOutcome(
+                values=theta[want],
+                vectors=vectors,
+                products=products,
+                residual_estimates=res[want],
+                converged=conv,
+                norm_estimate=anorm,
+                restarts=restarts,
+            )
         if j + block > ncv:
             j = _restart(Q, AQ, S, R, theta, Y, order, j, k, ncv, block, keep)
             restarts += 1
@@ -97,7 +105,15 @@ def _exhausted_outcome(Q, AQ, S, j, k, anorm, restart):
     want = np.argsort(theta, kind="stable")[:k]
     vectors, products = Q[:, live] @ Y[:, want], _combine(AQ, live, Y[:, want])
     zeros, ok = np.zeros(len(want)), np.ones(len(want), bool)
-    return KrylovOutcome(theta[want], vectors, products, zeros, ok, anorm, restart)
+    return KrylovOutcome(
+        values=theta[want],
+        vectors=vectors,
+        products=products,
+        residual_estimates=zeros,
+        converged=ok,
+        norm_estimate=anorm,
+        restarts=restart,
+    )
 
 
 def _combine(AQ, columns, Y):

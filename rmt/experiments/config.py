@@ -92,7 +92,7 @@ def parse_deltas(spec) -> tuple[float, ...]:
     return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One configuration of data model, network, point, sizes and run options.
 
@@ -168,7 +168,7 @@ class RunConfig:
     )
     dmft: bool = option(
         False,
-        "draw the DMFT of the first phase (d -> inf, no simulation; docs/dmft.md 8.9): its "
+        "draw the DMFT of the first phase (d -> inf, no simulation; docs/theory.md 8.9): its "
         "curves and its Hessian at t1",
         ("learn",),
         "search",

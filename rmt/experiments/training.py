@@ -12,7 +12,7 @@ from rmt.experiments.learning import LEARNED_OVERLAP, hessian_at_plateau, run_de
 from rmt.kernels.threads import adaptive_threads
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingRun:
     """Result of :func:`training_run`.
 
@@ -47,11 +47,27 @@ def training_run(config, progress=False) -> TrainingRun:
         "overlap": run.overlap,
     }
     if run.W1 is None:
-        return TrainingRun(run, None, np.array([]), None, None, None, curves)
+        return TrainingRun(
+            run=run,
+            eigs=None,
+            overlaps=np.array([]),
+            decision=None,
+            predicted=None,
+            predicted_step=None,
+            curves=curves,
+        )
     H, res, ov, dec = hessian_at_plateau(config, data, run, rng)
     grad = H.net.loss_and_grad(data, run.W1, config.weight_decay)[1]
     pred = predict_escape(
         res.values, res.vectors, grad, run.W1, run.lr, data.theta, LEARNED_OVERLAP
     )
     step = None if pred.steps is None else run.plateau_step + pred.steps
-    return TrainingRun(run, res, ov, dec, pred, step, curves)
+    return TrainingRun(
+        run=run,
+        eigs=res,
+        overlaps=ov,
+        decision=dec,
+        predicted=pred,
+        predicted_step=step,
+        curves=curves,
+    )

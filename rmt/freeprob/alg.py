@@ -22,7 +22,7 @@ from rmt.problem.models import MultiIndexModel
 from rmt.validation import check_positive_int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DeltaAlg:
     """``value = 1/nu1`` (``0`` when ``E[z|y] != 0``: learned at any delta, see ``reason``)."""
 
@@ -197,10 +197,10 @@ def delta_alg(model, *, n_mc=1_000_000, bins=None, rng=0) -> DeltaAlg:
         raise TypeError(f"model must be an rmt.MultiIndexModel; got {type(model).__name__}")
     if not model.even:
         return DeltaAlg(
-            0.0,
-            np.inf,
-            np.zeros((model.k, model.k)),
-            "E[z | y] != 0: the direction is learned at any delta",
+            value=0.0,
+            nu1=np.inf,
+            direction=np.zeros((model.k, model.k)),
+            reason="E[z | y] != 0: the direction is learned at any delta",
         )
     if not model.is_registry:
         return _delta_alg_sampled(model, n_mc, bins, rng)
@@ -220,8 +220,10 @@ def delta_alg(model, *, n_mc=1_000_000, bins=None, rng=0) -> DeltaAlg:
     nu1 = float(vals[-1])
     direction = np.tensordot(vecs[:, -1], B, axes=(0, 0))
     if nu1 <= 0:
-        return DeltaAlg(np.inf, nu1, direction, "nu_1 = 0: no direction is learned")
-    return DeltaAlg(1.0 / nu1, nu1, direction)
+        return DeltaAlg(
+            value=np.inf, nu1=nu1, direction=direction, reason="nu_1 = 0: no direction is learned"
+        )
+    return DeltaAlg(value=1.0 / nu1, nu1=nu1, direction=direction)
 
 
 def binned_operator(y, z, bins):
@@ -281,6 +283,13 @@ def _delta_alg_sampled(model, n_mc, bins, rng) -> DeltaAlg:
     note = f"binned Monte Carlo: {n_mc} samples, {G.shape[0]} bins in y, stderr(nu_1) {stderr:.2g}"
     if nu1 <= 2.0 * stderr:
         return DeltaAlg(
-            np.inf, nu1, V, f"nu_1 = 0 within its error: no direction; {note}", True, stderr
+            value=np.inf,
+            nu1=nu1,
+            direction=V,
+            reason=f"nu_1 = 0 within its error: no direction; {note}",
+            converged=True,
+            stderr=stderr,
         )
-    return DeltaAlg(1.0 / nu1, nu1, V, note, True, stderr)
+    return DeltaAlg(
+        value=1.0 / nu1, nu1=nu1, direction=V, reason=note, converged=True, stderr=stderr
+    )

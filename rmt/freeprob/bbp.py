@@ -23,7 +23,7 @@ from rmt.freeprob.spectrum import check_law
 THETA_TOL = 1e-8
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BBPThreshold:
     """Result of ``bbp_threshold``.
 
@@ -113,12 +113,12 @@ def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPT
         raise ValueError(f"delta_range must satisfy 0 < lo < hi < inf; got {delta_range}")
     if law.unbounded[0 if sgn < 0 else 1]:
         return BBPThreshold(
-            np.inf,
-            False,
-            side,
-            (lo, hi),
-            0,
-            f"D is unbounded on the {side}: the bulk extends to infinity there and "
+            delta=np.inf,
+            found=False,
+            side=side,
+            bracket=(lo, hi),
+            iterations=0,
+            reason=f"D is unbounded on the {side}: the bulk extends to infinity there and "
             f"no outlier separates at any delta ({law.unbounded_reason})",
         )
     grid = np.geomspace(lo, hi, n_grid)
@@ -128,12 +128,12 @@ def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPT
         if val > 0:
             if i == 0:
                 return BBPThreshold(
-                    np.nan,
-                    False,
-                    side,
-                    (lo, lo),
-                    1,
-                    f"an outlier with Theta* overlap already exists at "
+                    delta=np.nan,
+                    found=False,
+                    side=side,
+                    bracket=(lo, lo),
+                    iterations=1,
+                    reason=f"an outlier with Theta* overlap already exists at "
                     f"delta = {lo}; lower delta_range[0]",
                 )
             root, info = brentq(
@@ -146,20 +146,20 @@ def bbp_threshold(law, side="left", delta_range=(0.05, 50.0), n_grid=25) -> BBPT
                 maxiter=200,
             )
             return BBPThreshold(
-                root,
-                info.converged,
-                side,
-                (prev, d),
-                i + 1 + info.iterations,
-                "" if info.converged else "Brent's method did not converge",
-                info.converged,
+                delta=root,
+                found=info.converged,
+                side=side,
+                bracket=(prev, d),
+                iterations=i + 1 + info.iterations,
+                reason="" if info.converged else "Brent's method did not converge",
+                converged=info.converged,
             )
         prev = d
     return BBPThreshold(
-        np.inf,
-        False,
-        side,
-        (lo, hi),
-        n_grid,
-        f"no outlier with Theta* overlap on the {side} for delta in [{lo}, {hi}]",
+        delta=np.inf,
+        found=False,
+        side=side,
+        bracket=(lo, hi),
+        iterations=n_grid,
+        reason=f"no outlier with Theta* overlap on the {side} for delta in [{lo}, {hi}]",
     )

@@ -30,7 +30,7 @@ from rmt.freeprob.mp import (
 from rmt.kernels.freeprob import lu_solve_checked
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FoldPoint:
     """A solution of the extended system: ``zeta``, ``G``, ``h = d zeta / d tau``."""
 
@@ -49,7 +49,7 @@ class FoldPoint:
         return NewtonState(self.zeta, self.G, self.J, self.iterations, self.residual)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BulkEdges:
     """Result of ``bulk_edges``.  Unpacks as ``lo, hi = bulk_edges(law, delta)``.
 
@@ -144,7 +144,16 @@ def solve_at_tau(mp: MPSystem, tau, G0, zeta0, maxit=NEWTON_MAXIT, monotone=Fals
                 t = _lstsq(A, rhs)
             except np.linalg.LinAlgError:
                 return None
-            return FoldPoint(tau, zeta, G, float(t[-1]) * s, it, res, t[:-1], J=J)
+            return FoldPoint(
+                tau=tau,
+                zeta=zeta,
+                G=G,
+                h=float(t[-1]) * s,
+                iterations=it,
+                residual=res,
+                dG=t[:-1],
+                J=J,
+            )
         if it == maxit or (monotone and res >= last):
             return None
         last = res

@@ -33,7 +33,7 @@ ROOT_RTOL = 1e-14
 WARM_ROOTS = True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outlier:
     """An outlier eigenvalue of ``H`` outside the bulk (docs/theory.md section 4).
 
@@ -307,14 +307,14 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
             continue
         found.append(
             Outlier(
-                lam + shift,
-                ov_s,
-                ov_t,
-                side,
-                mp.delta,
-                A.reshape(law.K, law.m),
-                its,
-                res,
+                value=lam + shift,
+                overlap_spike=ov_s,
+                overlap_theta=ov_t,
+                side=side,
+                delta=mp.delta,
+                vector=A.reshape(law.K, law.m),
+                iterations=its,
+                residual=res,
             )
         )
     found.sort(key=lambda o: sgn * o.value, reverse=True)

@@ -156,7 +156,14 @@ def fold(mp: MPSystem, side):
     if margin < MIN_MARGIN or (tau_b is not None and abs(tau_b) <= x):
         return None
     st = br.state(x, sums[0], sums[1])
-    pt = FoldPoint(st.G[0, 0], st.zeta, st.G, h / x**2, br.evaluations, st.residual)
+    pt = FoldPoint(
+        tau=st.G[0, 0],
+        zeta=st.zeta,
+        G=st.G,
+        h=h / x**2,
+        iterations=br.evaluations,
+        residual=st.residual,
+    )
     pt.margin, pt.J = margin, st.J
     path.sort(key=lambda p: p[0])
     return pt, [br.state(px, ps[0], ps[1]) for px, ps in path]

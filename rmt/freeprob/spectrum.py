@@ -117,15 +117,15 @@ def bulk_edges(law, delta) -> BulkEdges:
     if lo[1] == hi[1] == "undetermined":
         raise EdgeNotDetermined(f"neither bulk edge is determined: {lo[6]}")
     return BulkEdges(
-        lo[0] + law.shift,
-        hi[0] + law.shift,
-        lo[1],
-        hi[1],
-        lo[2],
-        hi[2],
-        mp.delta,
-        lo[3] + hi[3],
-        max(lo[4], hi[4]),
+        lo=lo[0] + law.shift,
+        hi=hi[0] + law.shift,
+        lo_kind=lo[1],
+        hi_kind=hi[1],
+        G_lo=lo[2],
+        G_hi=hi[2],
+        delta=mp.delta,
+        iterations=lo[3] + hi[3],
+        residual=max(lo[4], hi[4]),
         branch_lo=lo[5],
         branch_hi=hi[5],
         reason="; ".join(r for r in (lo[6], hi[6]) if r),
@@ -289,7 +289,7 @@ def stieltjes(law, delta, zeta, edges=None) -> StieltjesResult:
     return StieltjesResult(st.G, complex(x + law.shift), its, st.residual)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BulkDensity:
     """``rho(x) = Im tr G(x + i eta) / (m pi)`` on a grid, minus the atom's Lorentzian.
 
@@ -407,4 +407,11 @@ def bulk_density(law, delta, x, eta=None) -> BulkDensity:
         older, prev = prev, (st, mp.tangent(st))
         s = np.trace(st.G) / law.m
         out[i] = s.imag / np.pi - atom * eta / (np.pi * (xi * xi + eta * eta))
-    return BulkDensity(xs, np.clip(out, 0.0, None), atom, eta, total, worst)
+    return BulkDensity(
+        x=xs,
+        density=np.clip(out, 0.0, None),
+        atom=atom,
+        eta=eta,
+        iterations=total,
+        max_residual=worst,
+    )

@@ -14,7 +14,7 @@ import numpy as np
 from rmt.validation import as_float_array, check_nonneg_float, check_positive_int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     """A registered link function ``g: R^k -> R`` applied row-wise to ``z`` of shape ``(N, k)``.
 
@@ -62,13 +62,17 @@ def _norm2(z):
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
-        Target("phase_retrieval", _phase_retrieval, 1, True, "y = z^2"),
-        Target("abs", _abs, 1, True, "y = |z|"),
-        Target("relu", _relu, 1, False, "y = max(z, 0)"),
-        Target("linear", _linear, 1, False, "y = z"),
-        Target("z1z2", _z1z2, 2, True, "y = z1 z2"),
-        Target("sign_z1z2", _sign_z1z2, 2, True, "y = sign(z1 z2)"),
-        Target("norm2", _norm2, None, True, "y = |z|^2 / k", default_k=2),
+        Target(
+            name="phase_retrieval", func=_phase_retrieval, k=1, even=True, description="y = z^2"
+        ),
+        Target(name="abs", func=_abs, k=1, even=True, description="y = |z|"),
+        Target(name="relu", func=_relu, k=1, even=False, description="y = max(z, 0)"),
+        Target(name="linear", func=_linear, k=1, even=False, description="y = z"),
+        Target(name="z1z2", func=_z1z2, k=2, even=True, description="y = z1 z2"),
+        Target(name="sign_z1z2", func=_sign_z1z2, k=2, even=True, description="y = sign(z1 z2)"),
+        Target(
+            name="norm2", func=_norm2, k=None, even=True, description="y = |z|^2 / k", default_k=2
+        ),
     ]
 }
 

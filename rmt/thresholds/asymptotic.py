@@ -1,6 +1,6 @@
 """The asymptotic ``delta_NN``: the root in ``delta`` of the learning margin at the DMFT plateau.
 
-docs/dmft.md section 8.10.  At each ``delta``, :func:`dmft_margin` solves the DMFT of the first
+docs/theory.md section 8.10.  At each ``delta``, :func:`dmft_margin` solves the DMFT of the first
 phase in ``replicas`` independent replicas (their own draws, the same at every ``delta``) and
 reads at each replica's plateau the learning margin of :class:`rmt.DMFTHessian`: positive iff
 the Hessian at ``W1`` has a negative outlier along ``Theta*``.  The margin is continuous in
@@ -32,7 +32,7 @@ from rmt.kernels.threads import adaptive_threads
 from rmt.validation import check_positive_float, check_positive_int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DMFTEvaluation:
     """The learning margin at one ``delta`` over independent replicas (:func:`dmft_margin`).
 
@@ -61,7 +61,7 @@ class DMFTEvaluation:
     vertex : float
         The plateau to a fraction of a step: the minimum of the least-squares parabola
         through the smoothed mean gradient norm over ``t1 +- VERTEX_WINDOW`` steps
-        (docs/dmft.md 8.10); NaN when ``converged`` is False.
+        (docs/theory.md 8.10); NaN when ``converged`` is False.
     """
 
     delta: float
@@ -182,7 +182,7 @@ def dmft_margin(
     law_draws=LAW_DRAWS,
     first_replica=0,
 ) -> DMFTEvaluation:
-    """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
+    """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/theory.md 8.10).
 
     The replicas are solved in lockstep (:func:`rmt.dynamics.dmft.dmft_replicas`) and stop at the plateau
     of their mean curves, ``t1``; each replica's Hessian at ``t1`` gives a learning margin.
@@ -244,7 +244,17 @@ def dmft_margin(
 
     def failed(message, t1=None, hs=()):
         nan = np.full(replicas, np.nan)
-        return DMFTEvaluation(delta, t1, nan, nan, np.nan, np.nan, tuple(hs), False, message)
+        return DMFTEvaluation(
+            delta=delta,
+            t1=t1,
+            margins=nan,
+            loo_margins=nan,
+            margin=np.nan,
+            margin_se=np.nan,
+            hessians=tuple(hs),
+            converged=False,
+            message=message,
+        )
 
     while True:
         reps = dmft_replicas(
@@ -325,7 +335,7 @@ def _vertex(results, t1, drop=None) -> float:
 
 def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
     """Each replica's learning margin at the vertex of the plateau, and the jackknife values
-    (docs/dmft.md 8.10).
+    (docs/theory.md 8.10).
 
     ``laws(i, result, times)``, when given, returns replica ``i``'s laws at ``times`` (a dict
     by step); else each law is :func:`rmt.dynamics.dmft.dmft_law` of the solve's own draws."""
@@ -354,13 +364,10 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
     margins = np.array([np.interp(v, times, M[i]) for i in range(R)])
     loo = np.array([np.interp(loo_v[r], times, np.delete(M, r, axis=0).mean(axis=0))
                     for r in range(R)])  # fmt: skip
-    return DMFTEvaluation(
-        results[0].delta, t1, margins, loo, float(margins.mean()), _jackknife_se(loo), tuple(hs),
-        True, f"plateau of the mean curves at step {t1} (vertex {v:.1f})", v,
-    )  # fmt: skip
+    return DMFTEvaluation(delta=results[0].delta, t1=t1, margins=margins, loo_margins=loo, margin=float(margins.mean()), margin_se=_jackknife_se(loo), hessians=tuple(hs), converged=True, message=f"plateau of the mean curves at step {t1} (vertex {v:.1f})", vertex=v)  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DMFTThreshold:
     """``delta_NN`` of the DMFT (:func:`dmft_delta_nn`).
 
@@ -539,7 +546,7 @@ def dmft_delta_nn(
     **kwargs,
 ) -> DMFTThreshold:
     """The asymptotic ``delta_NN``: where a negative ``Theta*`` outlier appears in the Hessian
-    at the DMFT plateau, with its Monte Carlo error (docs/dmft.md 8.10).
+    at the DMFT plateau, with its Monte Carlo error (docs/theory.md 8.10).
 
     Parameters
     ----------
@@ -620,7 +627,16 @@ def dmft_delta_nn(
 
     def failed(message):
         return DMFTThreshold(
-            np.nan, np.nan, lo, hi, False, message, full.evals, replicas, n_samples, search.evals
+            value=np.nan,
+            stderr=np.nan,
+            lo=lo,
+            hi=hi,
+            converged=False,
+            message=message,
+            evaluations=full.evals,
+            replicas=replicas,
+            n_samples=n_samples,
+            pilot_evaluations=search.evals,
         )
 
     try:
@@ -663,11 +679,7 @@ def dmft_delta_nn(
         value, se = _interpolated_root(neg, pos)
         a, b = sorted((neg.delta, pos.delta))
         how = "interpolated"
-    return DMFTThreshold(
-        value, se, a, b, True,
-        f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})",
-        full.evals, used, n_samples, search.evals if pilot > 1 else {},
-    )  # fmt: skip
+    return DMFTThreshold(value=value, stderr=se, lo=a, hi=b, converged=True, message=f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})", evaluations=full.evals, replicas=used, n_samples=n_samples, pilot_evaluations=search.evals if pilot > 1 else {})  # fmt: skip
 
 
 def _same_sign(evals) -> str:
@@ -772,12 +784,8 @@ def _pooled(evs) -> DMFTEvaluation:
     margins = np.concatenate([e.margins for e in evs])
     vertex = float(np.sum(sizes * np.array([e.vertex for e in evs])) / total)
     plateaus = ", ".join(str(e.t1) for e in evs)
-    return DMFTEvaluation(
-        evs[0].delta, evs[0].t1, margins, loo, float(margins.mean()), _jackknife_se(loo),
-        sum((e.hessians for e in evs), ()), True,
-        f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
-        f"their mean curves at steps {plateaus}", vertex,
-    )  # fmt: skip
+    return DMFTEvaluation(delta=evs[0].delta, t1=evs[0].t1, margins=margins, loo_margins=loo, margin=float(margins.mean()), margin_se=_jackknife_se(loo), hessians=sum((e.hessians for e in evs), ()), converged=True, message=f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
+        f"their mean curves at steps {plateaus}", vertex=vertex)  # fmt: skip
 
 
 def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):

@@ -36,7 +36,7 @@ MAX_GAUSS_HERMITE_ORDER = 40
 # ---------------------------------------------------------------------------------------------
 # population risk by quadrature
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _RiskNodes:
     """Joint nodes for ``(z, g)`` with labels ``y`` attached, plus an additive risk constant.
 
@@ -92,7 +92,13 @@ def _risk_nodes(model, net, method, order, max_nodes, n_mc, rng) -> _RiskNodes:
         y = y + model.noise * pts[:, k + m]
     const = 0.5 * model.noise**2 if net.loss == "square" else 0.0
     return _RiskNodes(
-        np.ascontiguousarray(z), np.ascontiguousarray(g), y, nodes.weights, const, nodes.kind, order
+        z=np.ascontiguousarray(z),
+        g=np.ascontiguousarray(g),
+        y=y,
+        weights=nodes.weights,
+        const=const,
+        kind=nodes.kind,
+        order=order,
     )
 
 
@@ -170,7 +176,7 @@ def population_risk(
     return _risk_and_grad(L, M, nodes, net)[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PointSpec:
     """A population point: ``W^T W = Q`` and ``W^T Theta* = M`` (docs/theory.md section 6, point 2).
 
@@ -689,7 +695,7 @@ class GivenPoint(Point):
 
 
 @register_point
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainedPoint(Point):
     """The end of the first phase of full-batch gradient descent from a small random start.
 
@@ -716,7 +722,12 @@ class TrainedPoint(Point):
 
     @classmethod
     def from_config(cls, config, model, net) -> TrainedPoint:
-        return cls(config.lr, config.train_steps, config.weight_decay, config.init_scale)
+        return cls(
+            lr=config.lr,
+            steps=config.train_steps,
+            weight_decay=config.weight_decay,
+            init_scale=config.init_scale,
+        )
 
     def train(self, net, data, rng, test=None):
         """Gradient descent on ``data`` from ``rng`` (:func:`rmt.gradient_descent`).

@@ -35,7 +35,7 @@ from rmt.thresholds.points import as_point
 DEFAULT_RANGE = (0.05, 64.0)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ThresholdResult:
     """Result of :func:`population_threshold`.
 
@@ -156,7 +156,16 @@ def _infinite(dalg, dbbp, reason, notes, converged=True):
     if not converged:
         return _failed(dalg, dbbp, reason, notes)
     return ThresholdResult(
-        np.inf, dalg, dbbp, np.nan, np.nan, np.nan, True, reason, notes=notes, status="none"
+        delta_pop=np.inf,
+        delta_alg=dalg,
+        delta_bbp=dbbp,
+        edge=np.nan,
+        outlier=np.nan,
+        overlap_theta=np.nan,
+        converged=True,
+        reason=reason,
+        notes=notes,
+        status="none",
     )
 
 
@@ -165,7 +174,16 @@ def _failed(dalg, dbbp, reason, notes):
     detail = "; ".join(str(n) for n in notes)
     why = f"solver failure: {reason}" + (f" ({detail})" if detail and detail not in reason else "")
     return ThresholdResult(
-        np.nan, dalg, dbbp, np.nan, np.nan, np.nan, False, why, notes=notes, status="failed"
+        delta_pop=np.nan,
+        delta_alg=dalg,
+        delta_bbp=dbbp,
+        edge=np.nan,
+        outlier=np.nan,
+        overlap_theta=np.nan,
+        converged=False,
+        reason=why,
+        notes=notes,
+        status="failed",
     )
 
 
@@ -293,4 +311,15 @@ def _past_bbp(law, bbp, dalg, hi, n_grid, notes):
     value, ov = (best.value, best.overlap_theta) if best else (edge, 0.0)
     if not ok or notes:  # a value found past a solver failure may be wrong: not an answer
         return _failed(dalg, d0, f"the search for delta_pop did not converge near {dnn:.6g}", notes)
-    return ThresholdResult(dnn, dalg, d0, edge, value, ov, True, "", (d0, dnn), notes)
+    return ThresholdResult(
+        delta_pop=dnn,
+        delta_alg=dalg,
+        delta_bbp=d0,
+        edge=edge,
+        outlier=value,
+        overlap_theta=ov,
+        converged=True,
+        reason="",
+        bracket=(d0, dnn),
+        notes=notes,
+    )

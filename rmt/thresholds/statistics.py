@@ -147,7 +147,7 @@ def order_level(d, k, m, n_draws, level=ORDER_LEVEL, alpha=FWER) -> float:
     return max(float(level), overlap_null_level(d, k, m, 1.0 - alpha, n_draws))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OutlierDecision:
     """Whether the bottom of one spectrum is a negative outlier carrying ``Theta*``.
 
@@ -282,8 +282,17 @@ def descent_outlier_decision(
     common = dict(threshold=threshold, p_value=p, n_tests=n_tests, alpha=float(alpha))
     for i in range(n_vec):
         if lam[i] < 0 and ov[i] > threshold:
-            dec = (True, i, float(lam[i]), float(ov[i]), n_out, ratio, null, "")
-            return OutlierDecision(*dec, **common)
+            return OutlierDecision(
+                has_outlier=True,
+                index=i,
+                value=float(lam[i]),
+                overlap=float(ov[i]),
+                n_outliers=n_out,
+                gap_ratio=ratio,
+                overlap_null=null,
+                reason="",
+                **common,
+            )
     if best <= null:
         reason = (
             f"the tested overlap {best:.3g} is within the null: below its quantile {null:.3g} "
@@ -295,10 +304,20 @@ def descent_outlier_decision(
         )
     else:
         reason = "the eigenvector carrying Theta* is not negative"
-    return OutlierDecision(False, None, None, None, n_out, ratio, null, reason, **common)
+    return OutlierDecision(
+        has_outlier=False,
+        index=None,
+        value=None,
+        overlap=None,
+        n_outliers=n_out,
+        gap_ratio=ratio,
+        overlap_null=null,
+        reason=reason,
+        **common,
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CrossingEstimate:
     """Where the seed mean of the order parameter crosses its level (:func:`crossing_estimate`).
 
@@ -380,20 +399,29 @@ def crossing_estimate(evaluations, level, alpha=INTERVAL_ALPHA) -> CrossingEstim
         last = ev[-1]
         why = f"the seed mean stays below {level:.3g} up to delta = {last['delta']:g} "
         return CrossingEstimate(
-            None, None, None, found=False, reason=why + f"({last['mean']:.3g})", **common
+            delta=None,
+            bracket=None,
+            interval=None,
+            found=False,
+            reason=why + f"({last['mean']:.3g})",
+            **common,
         )
     i = len(ev) - 1
     while i > 0 and above[i - 1]:
         i -= 1
     if i == 0:
         why = f"the seed mean is already at or above {level:.3g} at delta = {ev[0]['delta']:g}"
-        return CrossingEstimate(None, None, None, found=False, reason=why, **common)
+        return CrossingEstimate(
+            delta=None, bracket=None, interval=None, found=False, reason=why, **common
+        )
     a, b = ev[i - 1], ev[i]
     frac = (level - a["mean"]) / (b["mean"] - a["mean"])
     delta = float(np.exp(np.log(a["delta"]) + frac * np.log(b["delta"] / a["delta"])))
     interval, why = _crossing_interval(ev, level, alpha, delta)
     bracket = (a["delta"], b["delta"])
-    return CrossingEstimate(delta, bracket, interval, found=True, interval_reason=why, **common)
+    return CrossingEstimate(
+        delta=delta, bracket=bracket, interval=interval, found=True, interval_reason=why, **common
+    )
 
 
 def _crossing_interval(ev, level, alpha, delta):
@@ -533,7 +561,7 @@ def _confirm_ends(evaluate, evals, level, alpha, limits, step, budget) -> None:
             budget -= 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransitionEstimate:
     """A threshold in ``delta`` located by bisection on simulations (:func:`bisect_transition`).
 
@@ -688,9 +716,25 @@ def bisect_transition(
         else:
             lo = mid
     interval = significance_interval(evals, alpha, limits)
-    return TransitionEstimate(float(np.sqrt(lo * hi)), (lo, hi), interval, alpha, True, "", evals)
+    return TransitionEstimate(
+        delta=float(np.sqrt(lo * hi)),
+        bracket=(lo, hi),
+        interval=interval,
+        alpha=alpha,
+        found=True,
+        reason="",
+        evaluations=evals,
+    )
 
 
 def _not_found(evals, alpha, limits, reason) -> TransitionEstimate:
     nan = float("nan")
-    return TransitionEstimate(nan, (nan, nan), (nan, nan), alpha, False, reason, evals)
+    return TransitionEstimate(
+        delta=nan,
+        bracket=(nan, nan),
+        interval=(nan, nan),
+        alpha=alpha,
+        found=False,
+        reason=reason,
+        evaluations=evals,
+    )
