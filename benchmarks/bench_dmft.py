@@ -1,7 +1,7 @@
 """DMFT responses: reverse mode (``rmt.kernels.dmft``) against the stored forward form, same run.
 
 A DMFT solve (``rmt.dmft_gd``) spends most of its time on the per-sample responses
-``G(t, s) = d r^t / d eta^s`` of docs/dmft.md (D2): ``N m^3 T^3 / 6`` multiply-adds.  Two ways
+``G(t, s) = d r^t / d eta^s`` of docs/theory.md (D2): ``N m^3 T^3 / 6`` multiply-adds.  Two ways
 to get the rows ``R_psi(t, .) = E[J^t G(t, .)]`` of a whole solve, on the same inputs (the
 ``R_w`` and Jacobians of one solve, captured here):
 

@@ -1,7 +1,7 @@
 """The asymptotic delta_NN (``rmt.dmft_delta_nn``): its wall time and its standard error.
 
 The goal: ``delta_NN`` with a standard error of at most 0.02 in at most 60 s on the project's
-2-core machine, for phase retrieval, softplus/Huber, m = 2 (docs/dmft.md 8.10).  A Monte Carlo
+2-core machine, for phase retrieval, softplus/Huber, m = 2 (docs/theory.md 8.10).  A Monte Carlo
 error falls like ``N^{-1/2}`` and the time grows like ``N``; the search adds replicas at its
 last point until the standard error is at most ``stderr_rtol`` of the value, so each call is
 checked against the goal as it stands: its time and its error.

@@ -47,7 +47,9 @@ def main(argv=None):
             "evaluations": len(res.evaluations),
             "pilot_evaluations": len(res.pilot_evaluations),
             "wall_s": wall,
-            **ref,
+            "delta_pop": ref.delta_pop,
+            "delta_alg": ref.delta_alg,
+            "pop_reason": ref.reason,
             "cpu": info["model"],
         }
         text = (
@@ -56,7 +58,7 @@ def main(argv=None):
             else f"not determined: {res.message}"
         )
         print(f"row {i} {TRAINED_TABLE_CONFIGS[i]}: delta_NN = {text} ({wall:.0f} s); "
-              f"delta_pop {ref['delta_pop']}, delta_alg {ref['delta_alg']}", flush=True)  # fmt: skip
+              f"delta_pop {ref.delta_pop}, delta_alg {ref.delta_alg}", flush=True)  # fmt: skip
         with open(args.out, "a") as f:
             f.write(json.dumps(row) + "\n")
 

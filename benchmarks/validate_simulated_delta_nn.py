@@ -81,7 +81,7 @@ def main():
     t0 = time.perf_counter()
     res = rmt.trained_thresholds(cfg, args.lo, args.hi, gd=False, progress=print)
     t_nn = time.perf_counter() - t0
-    nn = res["delta_nn"].as_dict()
+    nn = res.delta_nn.as_dict()
     print(f"delta_NN = {nn['delta']} interval {nn['interval']} ({t_nn:.0f} s)", flush=True)
     grid = learning_grid(cfg, [float(x) for x in args.gd_deltas.split(",") if x.strip()])
     payload = {
@@ -89,7 +89,7 @@ def main():
         "search": [args.lo, args.hi],
         "delta_nn": nn,
         "delta_nn_seconds": t_nn,
-        "runs": res["runs"],
+        "runs": res.runs,
         "learning": grid,
         "learning_seconds": time.perf_counter() - t0 - t_nn,
     }

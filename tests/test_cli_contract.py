@@ -14,6 +14,7 @@ from scipy.linalg import eigh
 
 import rmt
 from rmt import experiments
+from rmt.app import commands
 from rmt.app.cli import main
 from rmt.experiments import learning, sweep
 from rmt.experiments.config import parse_deltas
@@ -64,9 +65,14 @@ def test_out_that_is_a_file_fails_in_one_line_before_computing(command, tmp_path
     def never(*args, **kwargs):
         raise AssertionError("computed before checking --out")
 
-    for name in ("spectrum_panels", "training_run", "prepare_point", "threshold_summary"):
-        mp.setattr(experiments, name, never)
-    mp.setattr(learning, "learn_sweep", never)
+    for name in (
+        "spectrum_panels",
+        "training_run",
+        "prepare_point",
+        "threshold_summary",
+        "learn_sweep",
+    ):
+        mp.setattr(commands, name, never)  # the names each command calls
     target = tmp_path / "taken"
     target.write_text("precious")
     for out in (target, target / "sub"):
@@ -94,7 +100,7 @@ def test_out_where_no_folder_can_be_made_fails_in_one_line_before_computing(caps
     def never(*args, **kwargs):
         raise AssertionError("computed before checking --out")
 
-    mp.setattr(experiments, "spectrum_panels", never)
+    mp.setattr(commands, "spectrum_panels", never)
     assert main(["spectrum", "--d", "20", "--out", "/proc/rmt-out"]) == 2
     assert "cannot create a folder in /proc" in _one_line_error(capsys.readouterr().err)
 
@@ -156,7 +162,7 @@ def test_json_alone_on_stdout_and_a_closing_summary_on_stderr(command, tmp_path,
 def test_threshold_table_prints_only_json_on_stdout(tmp_path, capsys, mp):
     real = experiments.threshold_table
     mp.setattr(
-        experiments,
+        commands,
         "threshold_table",
         lambda cfg, progress=True: real(cfg, experiments.TABLE_CONFIGS[:2], progress=progress),
     )
@@ -175,7 +181,7 @@ class _Terminal(io.StringIO):
 
 def _no_theory(mp):
     """The sweep's predicted curve and full spectra are not what these tests check: skip them."""
-    mp.setattr(experiments, "sweep_theory", lambda config, point: sweep.SweepTheory(None))
+    mp.setattr(commands, "sweep_theory", lambda config, point: sweep.SweepTheory(None))
 
 
 def test_bars_only_on_a_terminal_and_quiet_silences_them(tmp_path, mp, capsys):

@@ -1,4 +1,4 @@
-"""The DMFT of full-batch GD (docs/dmft.md) against a closed form and against simulations.
+"""The DMFT of full-batch GD (docs/theory.md) against a closed form and against simulations.
 
 Tolerances. The DMFT curves carry Monte Carlo error (``n_samples`` draws of the per-sample
 process), measured here by solving twice with two seeds; the mean of ``S`` simulated runs at
@@ -43,7 +43,7 @@ def _mp_moment(fun, delta, nodes=200_001):
 
 
 def test_linear_dmft_matches_marchenko_pastur_closed_form():
-    """docs/dmft.md 8.7: psi = u - y is linear, the limits are Marchenko-Pastur integrals."""
+    """docs/theory.md 8.7: psi = u - y is linear, the limits are Marchenko-Pastur integrals."""
     delta, lr, T, init, N = 2.0, 0.3, 30, 0.5, 4000
     res = dmft_gd(
         rmt.MultiIndexModel("linear"), _LinearNet(), delta, lr, T, init, n_samples=N, rng=0
@@ -181,7 +181,7 @@ def test_dmft_matches_gradient_descent_phase_retrieval(delta):
 
 
 def test_dmft_converges_to_gradient_flow_as_lr_vanishes():
-    """docs/dmft.md 8.7: GD is a first-order scheme for gradient flow, so at fixed time
+    """docs/theory.md 8.7: GD is a first-order scheme for gradient flow, so at fixed time
     ``tau = lr t`` the DMFT curves differ by ``O(lr)``: halving ``lr`` halves the difference.
 
     The field's innovations are drawn step by step, so solves of different ``lr`` share no
@@ -251,7 +251,7 @@ def _population_gd(model, net, lr, steps, init, n_draws=200_000, seed=7):
     [("linear", "tanh", "square", 1), ("phase_retrieval", "softplus", "huber", 2)],
 )
 def test_dmft_tends_to_population_gradient_descent_as_delta_grows(target, activation, loss, m):
-    """docs/dmft.md 8.7: as ``delta -> inf`` the memory and noise terms (``lr/delta``) vanish
+    """docs/theory.md 8.7: as ``delta -> inf`` the memory and noise terms (``lr/delta``) vanish
     and the DMFT is gradient descent on the population risk (:func:`_population_gd`).
 
     At ``delta = 1e4`` the curves agree within 4 Monte Carlo standard errors (from three DMFT
@@ -281,7 +281,7 @@ def test_dmft_tends_to_population_gradient_descent_as_delta_grows(target, activa
 
 
 def test_dmft_law_at_the_start_is_the_population_law():
-    """docs/dmft.md 8.9: at ``t = 0`` nothing has been learned from the sample (``u^0 = xi^0``,
+    """docs/theory.md 8.9: at ``t = 0`` nothing has been learned from the sample (``u^0 = xi^0``,
     no self-term), so the DMFT law is the population law at ``Q = init^2 I``, ``M = 0``
     (``SpikeLaw.from_network``, its own quadrature nodes).  Edges and the left outlier of three
     DMFT samples of 4000 draws agree with it within 4 standard errors plus 0.5% (measured
@@ -308,7 +308,7 @@ def test_dmft_law_at_the_start_is_the_population_law():
 
 @pytest.mark.slow
 def test_dmft_hessian_tends_to_the_population_point_as_delta_grows():
-    """docs/dmft.md 8.7: as ``delta -> inf`` the plateau ``W1`` tends to a ``u = 0`` point
+    """docs/theory.md 8.7: as ``delta -> inf`` the plateau ``W1`` tends to a ``u = 0`` point
     (``Q(t1)`` falls like ``1/delta``: 0.21, 0.040, 0.0094, 0.0023 at ``delta`` = 16..1024) and
     the DMFT Hessian tends to that of the population point (``rmt.population_point``, also a
     ``u = 0`` point, with its own quadrature nodes).
@@ -394,7 +394,7 @@ def test_a_solve_stopped_at_its_plateau_is_the_start_of_the_full_solve():
 @pytest.mark.slow
 @pytest.mark.ci  # 12 s with the reverse-mode solver (66 s before 2026-12-04)
 def test_dmft_hessian_at_the_plateau_matches_dense_eigh_at_the_simulated_W1():
-    """docs/dmft.md 8.9: the Hessian at the DMFT plateau ``t1`` against dense ``eigh`` of the
+    """docs/theory.md 8.9: the Hessian at the DMFT plateau ``t1`` against dense ``eigh`` of the
     Hessian at the simulated ``W1`` (``TrainedPoint``: the same plateau rule), phase retrieval,
     softplus/Huber, m = 2, ``delta = 4``, ``lr = 0.5``, ``init_scale = 0.01``.
 
@@ -493,7 +493,7 @@ def _two_index_target(z, rng):
 @pytest.mark.slow
 @pytest.mark.ci
 def test_dmft_matches_gradient_descent_two_index_target():
-    """k = 2 (docs/dmft.md 8.7): ``y = tanh(z_1) + z_2 / 2``, m = 2, tanh, square loss,
+    """k = 2 (docs/theory.md 8.7): ``y = tanh(z_1) + z_2 / 2``, m = 2, tanh, square loss,
     ``delta = 2``, d = 1000, 4 seeds; ``M`` is ``m x k`` and grows from 0 (not even).
 
     The test losses carry the spread of ``y^2`` (about 0.4): with the default test sets (4000
@@ -554,7 +554,7 @@ def test_the_cavity_field_has_the_covariance_of_eq_d6():
 
 
 def test_relu_is_solved_with_the_smoothed_kink_and_matches_gradient_descent():
-    """docs/dmft.md 8.11.  ReLU, square loss, ``a = (1, -1)/sqrt(2)``, ``y = tanh(z_1 + z_2^3 -
+    """docs/theory.md 8.11.  ReLU, square loss, ``a = (1, -1)/sqrt(2)``, ``y = tanh(z_1 + z_2^3 -
     3 z_2)``, ``delta = 3``, ``lr = 0.6``, ``init_scale = 1``, after 6 updates.  Reference:
     ``rmt.gradient_descent`` at ``d = 4000`` from orthonormal neurons orthogonal to ``Theta*``
     (3 seeds, measured once: ``Q`` diagonal 0.819 and 0.804 (se 0.002 and 0.003), test loss

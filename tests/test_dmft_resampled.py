@@ -1,5 +1,5 @@
 """The Hessian law from fresh draws of the per-sample process (``rmt.dynamics.dmft.resampled_laws``,
-docs/dmft.md 8.10).
+docs/theory.md 8.10).
 
 - Fed the solve's own draws and cavity field, the forward process (Numba kernel and numpy)
   gives the solve's pre-activations at every step, to rounding: the same equation (D1).

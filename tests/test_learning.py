@@ -26,10 +26,10 @@ def test_threshold_from_grid_reads_the_seed_majority():
         for s in range(3)
     ]
     res = threshold_from_grid(rows, "learned")
-    assert res["delta"] == pytest.approx(np.sqrt(2 * 3))
-    assert res["evaluations"][1] == [2.0, 1, 3]
+    assert res.found and res.delta == pytest.approx(np.sqrt(2 * 3)) and res.bracket == (2.0, 3.0)
+    assert res.evaluations[1] == (2.0, 1, 3)
     none = threshold_from_grid([{"delta": 1, "seed": 0, "learned": True}], "learned")
-    assert none["delta"] is None and "already" in none["reason"]
+    assert not none.found and none.as_dict()["delta"] is None and "already" in none.reason
 
 
 @pytest.mark.parametrize("delta, learns", [(6.0, True), (1.2, False)])
@@ -92,9 +92,9 @@ def test_order_parameter_from_grid_reads_the_crossing_of_the_seed_mean():
         for s in range(3)
     ]  # fmt: skip
     res = order_parameter_from_grid(rows, rmt.RunConfig(width=2))
-    assert res["level"] == 0.05 and res["bracket"] == [2.0, 3.0]
-    assert res["delta"] == pytest.approx(2.0 * 1.5 ** (0.04 / 0.30), rel=1e-12)
-    assert res["interval"] == [2.0, 3.0]
+    assert res.level == 0.05 and tuple(res.bracket) == (2.0, 3.0)
+    assert res.delta == pytest.approx(2.0 * 1.5 ** (0.04 / 0.30), rel=1e-12)
+    assert tuple(res.interval) == (2.0, 3.0)
 
 
 @pytest.mark.slow
@@ -103,7 +103,7 @@ def test_trained_delta_nn_agrees_with_the_learning_transition():
     """The Hessian transition at W1 and the learning transition of GD, on the same runs."""
     cfg = rmt.RunConfig(d=150, seeds=(0, 1, 2), train_steps=1500, lr=0.5, point="trained")
     res = trained_thresholds(cfg, 1.2, 8.0, rtol=0.25, max_evals=6)
-    nn, gd = res["delta_nn"], res["delta_gd"]
+    nn, gd = res.delta_nn, res.delta_gd
     assert nn.found and gd.found
     # both well above the population-point value (0.84) and delta_alg = 1/2
     assert nn.delta > 1.2 and gd.delta > 1.2
@@ -121,12 +121,12 @@ def test_simulated_delta_nn_of_phase_retrieval_at_d_1000():
     a two-sided interval narrower than [2, 4] that holds the estimate."""
     cfg = rmt.RunConfig(d=1000, seeds=(0, 1, 2, 3))
     res = trained_thresholds(cfg, 1.5, 4.0, gd=False)
-    nn = res["delta_nn"]
+    nn = res.delta_nn
     assert nn.found and 2.0 <= nn.delta <= 3.25 and abs(nn.delta - 2.6) < 0.4
     lo, hi = nn.interval
     assert lo is not None and hi is not None and lo <= nn.delta <= hi and hi - lo < 2.0
     assert nn.level == 0.05 and nn.null_level < 0.015  # the null quantile over 48 spectra
-    assert res["delta_gd"] is None and len(res["runs"]) == 4 * len(nn.evaluations)
+    assert res.delta_gd is None and len(res.runs) == 4 * len(nn.evaluations)
     # below the interval every seed's bottom eigenvector carries less than the level
     assert all(max(e["values"]) < nn.level for e in nn.evaluations if e["delta"] < lo * 0.9)
 

@@ -42,7 +42,7 @@ from rmt.experiments.learning import (
     learn_sweep,
     reference_thresholds,
     trained_threshold_table,
-    trained_thresholds,
+    trained_thresholds_by_size,
 )
 from rmt.experiments.store import columns_table, read_table, write_json, write_manifest, write_table
 from rmt.thresholds.asymptotic import STDERR_RTOL, dmft_delta_nn
@@ -281,19 +281,20 @@ def cmd_learn(config: RunConfig, out, progress=None, quiet=False) -> dict:
     t0 = time.perf_counter()
     _stage(quiet, f"{len(config.deltas)} delta x {len(config.seeds)} seed(s) of gradient descent")
     res = learn_sweep(config, out, progress=progress)
-    ref, grid = res["reference"], res["grid"]
+    ref, grid = res.reference, res.grid.as_dict()
+    per_d = {d: g.as_dict() for d, g in res.per_d.items()}
     marks = {
-        "delta_alg": ref["delta_alg"],
-        "delta_pop": ref["delta_pop"],
+        "delta_alg": ref.delta_alg,
+        "delta_pop": ref.delta_pop,
         "delta_gd": grid["delta_gd"]["delta"],
         "delta_nn": grid["delta_nn"]["delta"],
     }
-    rows_by_d = {d: r["rows"] for d, r in res["by_d"].items()}
+    rows_by_d = {d: r.rows for d, r in res.by_d.items()}
     label = config_label(replace(config, point="trained"))
     dmft = _learn_dmft(config, rows_by_d[config.d], quiet) if config.dmft else None
     _stage(quiet, "drawing the figures")
     drawn = {**marks, "delta_gd": grid["delta_gd"], "delta_nn": grid["delta_nn"]}
-    curves = res["by_d"][config.d]["curves"]
+    curves = res.by_d[config.d].curves
     figs = learn_figures(rows_by_d, curves, drawn, label, dmft=dmft, d=config.d)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
@@ -302,8 +303,8 @@ def cmd_learn(config: RunConfig, out, progress=None, quiet=False) -> dict:
         "thresholds": marks,
         "delta_gd": grid["delta_gd"],
         "delta_nn": grid["delta_nn"],
-        "population_reason": ref["pop_reason"],
-        "per_d": {str(d): v for d, v in res["per_d"].items()},
+        "population_reason": ref.reason,
+        "per_d": {str(d): v for d, v in per_d.items()},
         "runs": {str(d): len(r) for d, r in rows_by_d.items()},
     }
     if dmft is not None:
@@ -313,7 +314,7 @@ def cmd_learn(config: RunConfig, out, progress=None, quiet=False) -> dict:
     write_manifest(
         out, "learn", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files
     )
-    _say(format_learn_summary(marks, res["per_d"], grid))
+    _say(format_learn_summary(marks, per_d, grid))
     _wrote("learn", f"{sum(summary['runs'].values())} runs", [*files, "manifest.json"], out)
     return summary
 
@@ -418,21 +419,16 @@ def cmd_threshold_trained(config: RunConfig, out, progress=None, quiet=False) ->
     out = _prepare_out(out)
     t0 = time.perf_counter()
     say = None if quiet else _say
-    per_d, runs = {}, []
-    for d in (config.d, *config.sizes):
-        cfg = replace(config, d=int(d), sizes=())
-        if say:
-            say(f"d = {d}: bisection over delta in [{lo:g}, {hi:g}], seeds {list(cfg.seeds)}")
-        res = trained_thresholds(cfg, lo, hi, progress=say)
-        per_d[int(d)] = {k: res[k].as_dict() for k in ("delta_nn", "delta_gd")}
-        runs += res["runs"]
+    by_d = trained_thresholds_by_size(config, lo, hi, progress=say)
+    per_d = {d: res.as_dict() for d, res in by_d.items()}
+    runs = [row for res in by_d.values() for row in res.runs]
     ref = reference_thresholds(config)
     dmft = None if config.no_dmft else _dmft_threshold(config, say)
     summary = {"config": config.to_dict(), **_trained_summary(per_d[config.d])}
     summary.update(
-        delta_pop=ref["delta_pop"],
-        delta_alg=ref["delta_alg"],
-        population_reason=ref["pop_reason"],
+        delta_pop=ref.delta_pop,
+        delta_alg=ref.delta_alg,
+        population_reason=ref.reason,
         delta_nn_dmft=dmft,
         per_d={str(d): v for d, v in per_d.items()},
         wall_time_s=time.perf_counter() - t0,

@@ -8,14 +8,17 @@ not" (:func:`rmt.thresholds.statistics.order_parameter`,
 :func:`rmt.thresholds.statistics.descent_outlier_decision`), the plug-in prediction, and the
 predicted escape (:func:`rmt.dynamics.escape.predict_escape`).  :func:`trained_thresholds` reads
 ``delta_NN`` off the order parameter and ``delta_GD`` off the runs that learned.  Functions
-here return data and write no files; :mod:`rmt.app.commands` writes them.
+here return data (dataclasses; the per-run rows are flat dicts, the rows of the tidy tables).
+With ``out``, :func:`run_learn` appends each finished run to the resumable tables of the result
+store (:mod:`rmt.experiments.store`), so that an interrupted sweep loses nothing; the figures
+and summaries are the application's (:mod:`rmt.app.commands`).
 """
 
 from __future__ import annotations
 
 import pathlib
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -36,6 +39,8 @@ from rmt.thresholds.statistics import (
     FWER,
     INTERVAL_ALPHA,
     ORDER_LEVEL,
+    CrossingEstimate,
+    TransitionEstimate,
     bisect_order_parameter,
     bisect_transition,
     crossing_estimate,
@@ -93,6 +98,78 @@ CURVE_STRIDE = 5
 N_EIGS_AT_W1 = 8
 #: gradient descent has learned Theta* when the final overlap reaches this
 LEARNED_OVERLAP = 0.5
+
+
+@dataclass(frozen=True)
+class LearnTables:
+    """The tables of a learn sweep at one ``d``, sorted by their keys.
+
+    ``rows``: one :data:`LEARN_COLUMNS` row per run; ``eigs``: the bottom eigenpairs at ``W1``
+    (:data:`EIG_COLUMNS`); ``curves``: the learning curves every :data:`CURVE_STRIDE` steps
+    (:data:`CURVE_COLUMNS`).
+    """
+
+    rows: list
+    eigs: list
+    curves: list
+
+
+@dataclass(frozen=True)
+class ReferenceThresholds:
+    """``delta_alg`` (spectral methods) and ``delta_pop`` (population point) of a configuration.
+
+    ``delta_pop`` is ``None`` when the population point or its threshold could not be had;
+    ``reason`` then says why (and otherwise notes what the threshold search reported).
+    """
+
+    delta_alg: float
+    delta_pop: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class GridThresholds:
+    """The simulated thresholds read off one ``d``'s grid of runs (docs/theory.md 7.4).
+
+    ``delta_nn``: where the seed mean of the order parameter at ``W1`` crosses its level;
+    ``delta_gd``: where the seed majority of runs learns (``None`` when the runs did not train
+    to the end).
+    """
+
+    delta_nn: CrossingEstimate
+    delta_gd: TransitionEstimate | None
+
+    def as_dict(self) -> dict:
+        """Both estimates as plain values (``None`` where there is no number)."""
+        gd = None if self.delta_gd is None else self.delta_gd.as_dict()
+        return {"delta_nn": self.delta_nn.as_dict(), "delta_gd": gd}
+
+
+@dataclass(frozen=True)
+class TrainedThresholds(GridThresholds):
+    """:class:`GridThresholds` found by bisection, with the runs it evaluated (``runs``,
+    :data:`LEARN_COLUMNS` rows sorted by ``delta`` and seed)."""
+
+    runs: list
+
+
+@dataclass(frozen=True)
+class LearnSweep:
+    """A learn sweep at ``config.d`` and every ``config.sizes``.
+
+    ``by_d``: ``{d: LearnTables}``; ``per_d``: ``{d: GridThresholds}``; ``reference``: the
+    thresholds of theory at the same configuration; ``d``: the main size.
+    """
+
+    by_d: dict
+    per_d: dict
+    reference: ReferenceThresholds
+    d: int
+
+    @property
+    def grid(self) -> GridThresholds:
+        """The thresholds at the main size ``d``."""
+        return self.per_d[self.d]
 
 
 def sample_pair(config, delta, seed):
@@ -338,39 +415,51 @@ def threshold_from_grid(rows, column, alpha=0.1) -> dict:
 
     Returns
     -------
-    dict
+    TransitionEstimate
         ``delta``: the geometric midpoint between the last ``delta`` with a "no" majority below
-        the first with a "yes" majority, or ``None`` with a ``reason`` when the grid does not
-        bracket it; ``interval`` (``None`` without evaluations); ``evaluations``.
+        the first with a "yes" majority (``bracket``); ``found`` is False with a ``reason`` when
+        the grid does not bracket it; ``interval`` at level ``alpha``; ``evaluations``.
     """
     by = {}
     for r in rows:
         if r.get(column) is not None:
             by.setdefault(float(r["delta"]), []).append(bool(r[column]))
     evals = [(x, sum(v), len(v)) for x, v in sorted(by.items())]
+    nan = float("nan")
     if not evals:
-        return {"delta": None, "interval": None, "evaluations": [], "reason": "no runs"}
+        return TransitionEstimate(
+            delta=nan,
+            bracket=(nan, nan),
+            interval=(nan, nan),
+            alpha=alpha,
+            found=False,
+            reason="no runs",
+        )
     yes = [x for x, k, s in evals if 2 * k >= s]
     no = [x for x, k, s in evals if 2 * k < s]
     first_yes = min(yes) if yes else None
     below = [x for x in no if first_yes is None or x < first_yes]
-    delta, reason = None, ""
+    delta, bracket, reason = nan, (nan, nan), ""
     if first_yes is None:
         reason = f"the majority is still 'no' at delta = {evals[-1][0]:g}"
     elif not below or first_yes == evals[0][0]:
         reason = f"the majority is already 'yes' at delta = {evals[0][0]:g}"
     else:
-        delta = float(np.sqrt(max(below) * first_yes))
+        bracket = (max(below), first_yes)
+        delta = float(np.sqrt(bracket[0] * bracket[1]))
     limits = (evals[0][0], evals[-1][0])
-    return {
-        "delta": delta,
-        "interval": list(significance_interval(evals, alpha, limits)),
-        "evaluations": [list(e) for e in evals],
-        "reason": reason,
-    }
+    return TransitionEstimate(
+        delta=delta,
+        bracket=bracket,
+        interval=tuple(significance_interval(evals, alpha, limits)),
+        alpha=alpha,
+        found=not reason,
+        reason=reason,
+        evaluations=[tuple(e) for e in evals],
+    )
 
 
-def order_parameter_from_grid(rows, config, alpha=None) -> dict:
+def order_parameter_from_grid(rows, config, alpha=None) -> CrossingEstimate:
     """``delta_NN`` from the order parameter of a sweep's runs (docs/theory.md section 7.4).
 
     Parameters
@@ -385,28 +474,36 @@ def order_parameter_from_grid(rows, config, alpha=None) -> dict:
 
     Returns
     -------
-    dict
-        :meth:`rmt.thresholds.statistics.CrossingEstimate.as_dict`, the level counting every run of
-        the grid; ``{"delta": None, "reason": "no runs", ...}`` without rows.
+    CrossingEstimate
+        The crossing, its level counting every run of the grid; ``found`` False with the reason
+        "no runs" without rows.
     """
-
     by = {}
     for r in rows:
         phi = order_parameter(r.get("bottom_eigenvalue"), r.get("bottom_overlap"))
         by.setdefault(float(r["delta"]), []).append(phi)
+    alpha = INTERVAL_ALPHA if alpha is None else alpha
     if not by:
-        return {"delta": None, "interval": None, "evaluations": [], "reason": "no runs"}
+        return CrossingEstimate(
+            delta=None,
+            bracket=None,
+            interval=None,
+            level=ORDER_LEVEL,
+            alpha=alpha,
+            found=False,
+            reason="no runs",
+        )
     d, k, m = int(rows[0]["d"]), config.model().k, config.width
     level = order_level(d, k, m, len(rows))
-    est = crossing_estimate(by.items(), level, INTERVAL_ALPHA if alpha is None else alpha)
+    est = crossing_estimate(by.items(), level, alpha)
     null = overlap_null_level(d, k, m, 1.0 - FWER, len(rows))
-    return replace(est, stated_level=ORDER_LEVEL, null_level=null).as_dict()
+    return replace(est, stated_level=ORDER_LEVEL, null_level=null)
 
 
 @adaptive_threads
 def trained_thresholds(
     config, lo, hi, *, rtol=0.1, max_evals=8, alpha=0.1, level=None, gd=True, progress=None
-) -> dict:
+) -> TrainedThresholds:
     """``delta_NN`` at the trained point and the learning threshold of GD, by bisection.
 
     Implements docs/theory.md section 7.4.  ``delta_NN`` is where the seed mean of the order
@@ -440,8 +537,9 @@ def trained_thresholds(
 
     Returns
     -------
-    dict
-        ``{"delta_nn": CrossingEstimate, "delta_gd": TransitionEstimate or None, "runs": rows}``.
+    TrainedThresholds
+        ``delta_nn`` (a crossing estimate), ``delta_gd`` (``None`` without ``gd``) and the
+        evaluated runs.
     """
     cache = {}
     point = learn_point if gd else plateau_point
@@ -475,14 +573,40 @@ def trained_thresholds(
         progress=labelled("delta_NN"),
         **opts,
     )
-    res = {"delta_nn": nn, "delta_gd": None}
+    gd_estimate = None
     if gd:
         learned = lambda x, s: bool(run(x, s)["learned"])  # noqa: E731
-        res["delta_gd"] = bisect_transition(
+        gd_estimate = bisect_transition(
             learned, lo, hi, config.seeds, progress=labelled("delta_GD"), **opts
         )
-    res["runs"] = sorted(cache.values(), key=lambda r: (r["delta"], r["seed"]))
-    return res
+    runs = sorted(cache.values(), key=lambda r: (r["delta"], r["seed"]))
+    return TrainedThresholds(delta_nn=nn, delta_gd=gd_estimate, runs=runs)
+
+
+def trained_thresholds_by_size(config, lo, hi, progress=None) -> dict:
+    """:func:`trained_thresholds` at ``config.d`` and at each of ``config.sizes``.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        The configuration; its ``sizes`` are the further dimensions of the finite-size trend.
+    lo, hi : float
+        Search range of ``delta``.
+    progress : callable, optional
+        Called with a short text before each size and after each evaluation.
+
+    Returns
+    -------
+    dict
+        ``{d: TrainedThresholds}``, in the order ``config.d``, then ``config.sizes``.
+    """
+    by_d = {}
+    for d in (config.d, *config.sizes):
+        cfg = replace(config, d=int(d), sizes=())
+        if progress is not None:
+            progress(f"d = {d}: bisection over delta in [{lo:g}, {hi:g}], seeds {list(cfg.seeds)}")
+        by_d[int(d)] = trained_thresholds(cfg, lo, hi, progress=progress)
+    return by_d
 
 
 def _open_learn_tables(config, out):
@@ -503,13 +627,13 @@ def _open_learn_tables(config, out):
 
 
 @adaptive_threads
-def run_learn(config, out=None, scheduler=None, progress=None) -> dict:
+def run_learn(config, out=None, scheduler=None, progress=None) -> LearnTables:
     """Every ``(delta, seed)`` of ``config`` through :func:`learn_point`; resumable.
 
     With ``out`` the rows go to ``learn.csv`` (one per run), ``learn_eigs.csv`` (bottom
     eigenpairs at ``W1``) and ``learning_curves.csv`` as each run finishes; a rerun with more
-    deltas or seeds adds only the new runs.  Returns ``{"rows", "eigs", "curves"}`` (old and
-    new, sorted).  ``scheduler`` is passed to :func:`rmt.operators.distributed.run_tasks`.
+    deltas or seeds adds only the new runs.  Returns the :class:`LearnTables` of every run, old
+    and new, sorted.  ``scheduler`` is passed to :func:`rmt.operators.distributed.run_tasks`.
     """
     scheduler = config.scheduler if scheduler is None else scheduler
     tables = _open_learn_tables(config, out)
@@ -544,29 +668,27 @@ def run_learn(config, out=None, scheduler=None, progress=None) -> dict:
             timings = {"wall_time_s": time.perf_counter() - started}
             write_manifest(out, "learn", config, config.seeds, timings, files, status=status)
     order = ("delta", "seed", "index", "step")
-    return {
-        "rows": sorted(got["row"], key=lambda r: (r["delta"], r["seed"])),
-        "eigs": sorted(got["eigs"], key=lambda r: tuple(r[k] for k in order[:3])),
-        "curves": sorted(got["curves"], key=lambda r: (r["delta"], r["seed"], r["step"])),
-    }
+    return LearnTables(
+        rows=sorted(got["row"], key=lambda r: (r["delta"], r["seed"])),
+        eigs=sorted(got["eigs"], key=lambda r: tuple(r[k] for k in order[:3])),
+        curves=sorted(got["curves"], key=lambda r: (r["delta"], r["seed"], r["step"])),
+    )
 
 
-def reference_thresholds(config) -> dict:
+def reference_thresholds(config) -> ReferenceThresholds:
     """``delta_pop`` (population point, free probability) and ``delta_alg`` of ``config``'s
     model and network; ``None`` with a reason when the population point cannot be had."""
     model, net = config.model(), config.net()
-    out = {"delta_alg": float(delta_alg(model).value), "delta_pop": None, "pop_reason": ""}
+    alg = float(delta_alg(model).value)
     try:
         res = population_threshold(model, net, point=PopulationPoint.from_model(model, net))
-        out["delta_pop"] = float(res.delta_pop)
-        out["pop_reason"] = res.reason
     except (RuntimeError, ValueError, TypeError) as exc:  # reported, never a made-up number
-        out["pop_reason"] = f"failed: {exc}"
-    return out
+        return ReferenceThresholds(delta_alg=alg, delta_pop=None, reason=f"failed: {exc}")
+    return ReferenceThresholds(delta_alg=alg, delta_pop=float(res.delta_pop), reason=res.reason)
 
 
 @adaptive_threads
-def learn_sweep(config, out=None, progress=None) -> dict:
+def learn_sweep(config, out=None, progress=None) -> LearnSweep:
     """``run_learn`` at ``config.d`` and every ``config.sizes``, with the thresholds read off.
 
     Parameters
@@ -581,28 +703,26 @@ def learn_sweep(config, out=None, progress=None) -> dict:
 
     Returns
     -------
-    dict
-        ``by_d`` (``{d: run_learn result}``); ``grid``, the thresholds of the grid at
-        ``config.d``: ``delta_gd`` (seed majority learns, :func:`threshold_from_grid`) and
-        ``delta_nn`` (the order parameter at ``W1`` crosses its level,
-        :func:`order_parameter_from_grid`, docs/theory.md section 7.4); ``per_d``, both estimates
-        (value, interval, reason) at every ``d``; ``reference``, ``delta_pop`` and ``delta_alg``
-        (:func:`reference_thresholds`).
+    LearnSweep
+        ``by_d`` (``{d: LearnTables}``); ``per_d`` (``{d: GridThresholds}``): ``delta_gd``
+        (seed majority learns, :func:`threshold_from_grid`) and ``delta_nn`` (the order
+        parameter at ``W1`` crosses its level, :func:`order_parameter_from_grid`,
+        docs/theory.md section 7.4) at every ``d``, ``grid`` those at ``config.d``;
+        ``reference``, ``delta_pop`` and ``delta_alg`` (:func:`reference_thresholds`).
     """
     by_d = {}
     for d in (config.d, *config.sizes):
         cfg = replace(config, d=int(d), sizes=())
         sub = None if out is None else pathlib.Path(out) / f"d{d}"
         by_d[int(d)] = run_learn(cfg, sub, progress=progress)
-    grids = {
-        d: {
-            "delta_gd": threshold_from_grid(r["rows"], "learned"),
-            "delta_nn": order_parameter_from_grid(r["rows"], config),
-        }
+    per_d = {
+        d: GridThresholds(
+            delta_nn=order_parameter_from_grid(r.rows, config),
+            delta_gd=threshold_from_grid(r.rows, "learned"),
+        )
         for d, r in by_d.items()
     }
-    ref = reference_thresholds(config)
-    return {"by_d": by_d, "grid": grids[config.d], "per_d": grids, "reference": ref}
+    return LearnSweep(by_d=by_d, per_d=per_d, reference=reference_thresholds(config), d=config.d)
 
 
 #: the configurations of ``rmt threshold --point trained --table``
@@ -653,9 +773,9 @@ def trained_threshold_table(base, lo, hi, variants=None, progress=None) -> list[
         row = {k: getattr(cfg, k) for k in ("target", "activation", "loss", "width", "d")}
         row["seeds"] = len(cfg.seeds)
         for key in ("delta_nn", "delta_gd"):
-            est = res[key].as_dict()
+            est = getattr(res, key).as_dict()
             ends = est["interval"] or [None, None]
             row.update({key: est["delta"], f"{key}_lo": ends[0], f"{key}_hi": ends[1]})
-        row.update(delta_pop=ref["delta_pop"], delta_alg=ref["delta_alg"])
+        row.update(delta_pop=ref.delta_pop, delta_alg=ref.delta_alg)
         rows.append({**row, "seconds": time.perf_counter() - t0})
     return rows
