@@ -56,8 +56,8 @@ from _util import (
 
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as UNROLLED
+from rmt.kernels.dispatch import TARGETS, default_target
 from rmt.kernels.hessian import hvp_fused, hvp_kernel
-from rmt.kernels.simd import SIMD_TARGET, TARGETS
 
 NOMINAL_GBS = 30.0  # PERFORMANCE.md: numba reduction on 2 threads
 
@@ -319,10 +319,7 @@ def float32_timings(args, rng):
         b = 0 if label.startswith("one") else int(label.split()[1])
         kern = "stream_pass"
         if b:  # the float32 rows may run another kernel (hvp_kernel's dtype)
-            k64, k32 = (
-                hvp_kernel(args.m, b * args.m, d=args.d, dtype=dt)
-                for dt in (np.float64, np.float32)
-            )
+            k64, k32 = (hvp_kernel(args.m, b * args.m, dtype=dt) for dt in (np.float64, np.float32))
             kern = k64.__name__ if k64 is k32 else f"{k64.__name__} / {k32.__name__}"
         rows[label] = {"float64": t64, "float32": t32, "ratio": t32 / t64, "kernel": kern}
         print(f"  {label:14s} {fmt_ms(t64)} {fmt_ms(t32)} {t32 / t64:8.2f} {kern}")
@@ -348,11 +345,11 @@ def runnable_paths() -> list[str]:
     """The SIMD paths this process can run: the dispatched one first, then the narrower ones
     (``avx512`` only where Numba compiles for AVX-512)."""
     order = list(TARGETS)
-    return [t for t in order if order.index(t) >= order.index(SIMD_TARGET)]
+    return [t for t in order if order.index(t) >= order.index(default_target())]
 
 
 def path_timings(args, rng):
-    """Each SIMD path (``rmt.kernels.simd.TARGETS``) side by side in one run: single product,
+    """Each SIMD path (``rmt.kernels.dispatch.TARGETS``) side by side in one run: single product,
     blocks of 2 and 8 through ``hvp_kernel(m, b*m, target)``, one pass over ``X`` and a DGEMM,
     in runs of ``--run`` consecutive calls; prints the speed goals per path."""
     from _util import LoadMeter
@@ -367,7 +364,7 @@ def path_timings(args, rng):
     for p in paths:  # "before": the earlier dispatch of a CPU without AVX-512
         for b in (1, 2, 8):
             k = kernels[p, b] = (
-                UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p, d=d)
+                UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, b * m, p)
             )
             funcs[f"{p} b{b}"] = lambda k=k, b=b: k(X, D, Vt[b], nc)
         streamed = UNROLLED.get(m, hvp_fused) if p == "before" else hvp_kernel(m, 8 * m, p)
@@ -390,7 +387,7 @@ def path_timings(args, rng):
     cpu = cpu_info()
     gemm = 2 * GEMM_N**3 / t["dgemm"]
     print(f"\nSIMD paths: n={args.n} d={d} m={m}; CPU {cpu['model']}, {cpu['simd']}; Numba "
-          f"compiles for {SIMD_TARGET} (NUMBA_CPU_NAME={os.environ.get('NUMBA_CPU_NAME', '')!r}"
+          f"compiles for {default_target()} (NUMBA_CPU_NAME={os.environ.get('NUMBA_CPU_NAME', '')!r}"
           f"); load {meter.other_load:.2f} cores; uptime: {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"  pass {fmt_ms(t['pass'])}, DGEMM {gemm / 1e9:.0f} GFLOP/s; median per call over "
           f"{args.repeats} runs of {args.run}")  # fmt: skip
@@ -422,7 +419,7 @@ def path_timings(args, rng):
         print(f"  {'':9s} {needs_line(r['needs'])}")
     print("  first calls (compile or cache load, s): "
           + ", ".join(f"{k} {v:.1f}" for k, v in compile_s.items()))  # fmt: skip
-    return {"cpu": cpu, "target": SIMD_TARGET, "other_load": meter.other_load, "times": t,
+    return {"cpu": cpu, "target": default_target(), "other_load": meter.other_load, "times": t,
             "gemm_gflops": gemm / 1e9, "rows": rows, "first_call_s": compile_s}  # fmt: skip
 
 

@@ -14,13 +14,13 @@ named): one pass over ``X`` (``_kernels.stream_pass``), ``hvp_m4``, a dots-only 
 (the floor of the two-phase form) and ``pipe{R}`` for the ``--rows`` given, each as a ratio to
 the pass and ``pipe{R}`` to ``hvp_m4``; the largest difference of each product from ``hvp_m4``
 (relative to its largest entry) is checked first; where the dispatch picks another kernel for
-this vector (``hvp_m4_p4`` on AVX-512, ``pair4_c4`` on AVX2), it is timed too ("dispatch").
+this vector (``hvp_m4`` on AVX-512, ``simd4_c4`` on AVX2), it is timed too ("dispatch").
 The prototypes compile without cache (their source is generated here); compile time is printed
 apart.
 
 ``--widths 1,2,3,4`` times instead the committed pipelined kernels (``hvp_m{m}_p4``,
 ``grad_m{m}_p4``) against the two-loop ones, one vector of each width, and names the kernels the
-dispatch picks on this path (``PIPELINED_WIDTHS`` in ``rmt/kernels/simd.py``).
+dispatch picks on this path (``TABLE`` in ``rmt/kernels/dispatch.py``).
 
 Run:  python benchmarks/bench_hvp_pipelined.py [--n 16000] [--d 4000] [--rows 4 6] [--float32]
       python benchmarks/bench_hvp_pipelined.py --widths 1,2,3,4
@@ -127,15 +127,17 @@ def compile_kernel(R: int, pipelined: bool, updates: bool = True):
 
 
 def widths_side_by_side(n, d, widths, repeats):
-    """The pipelined kernels of ``_generated`` (``hvp_m{m}_p4``, ``grad_m{m}_p4``) against the
-    two-loop ones they replace (``hvp_m{m}``, ``grad_m{m}``), one vector of each width, and the
-    kernels the dispatch picks on this path; ratios to the pass and to the two-loop kernel."""
+    """The pipelined kernels of ``_generated`` (``hvp_m{m}_p4``, for the widths that have one)
+    against the two-loop ones (``hvp_m{m}``), one vector of each width, the two-loop step
+    ``grad_m{m}``, and the kernels the dispatch picks on this path; ratios to the pass and to
+    the two-loop kernel."""
     from rmt.kernels._generated.descent_small import GRAD_KERNELS
-    from rmt.kernels._generated.descent_small import PIPELINED as GRAD_PIPELINED
     from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
     from rmt.kernels.descent import step_kernels
+    from rmt.kernels.dispatch import default_target
     from rmt.kernels.hessian import default_chunks, hvp_kernel
-    from rmt.kernels.simd import SIMD_TARGET
+
+    SIMD_TARGET = default_target()
 
     rng = np.random.default_rng(1)
     X = rng.standard_normal((n, d))
@@ -149,15 +151,15 @@ def widths_side_by_side(n, d, widths, repeats):
         Vt = np.ascontiguousarray(rng.standard_normal((m, d)))
         Wt = np.ascontiguousarray(rng.standard_normal((m, d)) / np.sqrt(d))
         a = np.ones(m) / m
-        ref = KERNELS[m](X, D, Vt, chunks)
-        err = np.abs(PIPELINED[m](X, D, Vt, chunks) - ref).max() / np.abs(ref).max()
-        assert err < 1e-12, f"hvp_m{m}_p4 differs from hvp_m{m} by {err:.2e}"
         args = (y, a, 3, 2, 1.0, chunks)  # softplus, Huber
         funcs[f"hvp_m{m}"] = lambda k=KERNELS[m], D=D, Vt=Vt: k(X, D, Vt, chunks)
-        funcs[f"hvp_m{m}_p4"] = lambda k=PIPELINED[m], D=D, Vt=Vt: k(X, D, Vt, chunks)
+        if m in PIPELINED:
+            ref = KERNELS[m](X, D, Vt, chunks)
+            err = np.abs(PIPELINED[m](X, D, Vt, chunks) - ref).max() / np.abs(ref).max()
+            assert err < 1e-12, f"hvp_m{m}_p4 differs from hvp_m{m} by {err:.2e}"
+            funcs[f"hvp_m{m}_p4"] = lambda k=PIPELINED[m], D=D, Vt=Vt: k(X, D, Vt, chunks)
         funcs[f"grad_m{m}"] = lambda k=GRAD_KERNELS[m], Wt=Wt, a=a: k(X, Wt, *args)
-        funcs[f"grad_m{m}_p4"] = lambda k=GRAD_PIPELINED[m], Wt=Wt, a=a: k(X, Wt, *args)
-        picked[m] = (hvp_kernel(m, m, d=d).__name__, step_kernels(m)[0].__name__)
+        picked[m] = (hvp_kernel(m, m).__name__, step_kernels(m)[0].__name__)
     for f in funcs.values():
         f()  # compile or load the cache
     with LoadMeter() as meter:
@@ -168,12 +170,14 @@ def widths_side_by_side(n, d, widths, repeats):
     )
     print(f"  pass {med['pass'] * 1e3:.2f} ms")
     for m in widths:
-        for kind in ("hvp", "grad"):
-            two, pipe = med[f"{kind}_m{m}"], med[f"{kind}_m{m}_p4"]
+        two = med[f"hvp_m{m}"]
+        if f"hvp_m{m}_p4" in med:
+            pipe = med[f"hvp_m{m}_p4"]
             print(
-                f"  m = {m} {kind:4s}: two-loop {two / med['pass']:.2f} passes, pipelined "
+                f"  m = {m} hvp : two-loop {two / med['pass']:.2f} passes, pipelined "
                 f"{pipe / med['pass']:.2f} passes, {pipe / two:.3f}x"
             )
+        print(f"  m = {m} grad: two-loop {med[f'grad_m{m}'] / med['pass']:.2f} passes")
         print(f"          dispatched here: {picked[m][0]}, {picked[m][1]}")
 
 

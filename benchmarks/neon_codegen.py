@@ -62,10 +62,8 @@ _LDST = re.compile(r"^\s+(ld[rp]|ld1r?|st[rp]|st1)\s+(.*)$")
 MICRO = {
     "dots 5x2": ("dot_rows", 5, 2, "simd4_c8 (block of 2), panel4_c32 (block of 8)"),
     "updates 5x2": ("axpy_rows", 5, 2, "simd4_c8, panel4_c32"),
-    "dots pairs 4x2": ("dot_rows_pairs", 4, 2, "pair4_c4 (one vector)"),
-    "updates pairs 4x2": ("axpy_rows_pairs", 4, 2, "pair4_c4"),
-    "dots 8x1": ("dot_rows", 8, 1, "grad4_c4 (gradient step)"),
-    "updates 8x1": ("axpy_rows", 8, 1, "grad4_c4"),
+    "dots 8x1": ("dot_rows", 8, 1, "simd4_c4 (one vector), grad4_c4 (gradient step)"),
+    "updates 8x1": ("axpy_rows", 8, 1, "simd4_c4, grad4_c4"),
 }
 
 
@@ -82,7 +80,7 @@ def micro_kernel(name: str, rows: int, vectors: int):
     scope = {"intrinsic": getattr(simd, name)}
     exec(f"def call(X, A, B):\n    intrinsic(X, 0, A, B, {rows}, {vectors}, 4)\n", scope)
     d, lw = 64, 4 * vectors
-    entries = d // 2 if name.endswith("pairs") else d  # the rows of Vtt or of acc
+    entries = d  # the rows of Vtt or of acc
     X = np.ones((rows, d))
     if name.startswith("dot"):  # (X, i, Vtt, U)
         A, B = np.ones((entries, lw)), np.ones((rows, lw))

@@ -9,11 +9,11 @@ import pytest
 
 import rmt
 from rmt.dynamics.descent import PlateauRule, escape_step, gradient_descent, segment_phases
-from rmt.kernels._generated.descent_small import GRAD_KERNELS, PIPELINED
+from rmt.kernels._generated.descent_small import GRAD_KERNELS
 from rmt.kernels.descent import LANE_STEP_WIDTHS, step_candidates, step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES
 from rmt.kernels.hessian import default_chunks
-from rmt.kernels.simd import PIPELINED_WIDTHS, SIMD_TARGET, grad4_c4
+from rmt.kernels.simd import SIMD_TARGET, grad4_c4
 
 from .conftest import ALL_THREADS, numba_threads
 
@@ -75,13 +75,10 @@ def _path_case(target, m):
 )
 def test_every_path_matches_numpy_reference(rng, m, target):
     """The kernels each SIMD path dispatches (the 4-lane ``grad4_c4`` for the widths of
-    ``LANE_STEP_WIDTHS[target]``, the pipelined ``grad_m{m}_p4`` for those of
-    ``PIPELINED_WIDTHS[target]``, else ``grad_m{m}``), for row counts that leave every
+    ``LANE_STEP_WIDTHS[target]``, else ``grad_m{m}``), for row counts that leave every
     remainder of the 4-row pipeline and of the chunks, against TwoLayerNet.loss_and_grad."""
     grad_kernel, _ = step_kernels(m, target=target)
-    want = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else GRAD_KERNELS[m]
-    if m in LANE_STEP_WIDTHS[target]:
-        want = grad4_c4
+    want = grad4_c4 if m in LANE_STEP_WIDTHS[target] else GRAD_KERNELS[m]
     assert grad_kernel is want
     for n in (1, 3, 5, 203):
         for act, loss in (("softplus", "huber"), ("tanh", "logistic"), ("relu", "square")):

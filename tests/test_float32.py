@@ -1,14 +1,15 @@
 """float32 storage of ``X``, float64 arithmetic.
 
 A float32 ``X`` must give, on every kernel path of the fused product (unrolled ``hvp_m1..4``,
-pipelined ``hvp_m1..4_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..4``, their pipelined
-``simd_w1_pipe``, the pair kernel ``pair4_c4``, the 4-lane ``simd4_c4`` and the panel
-kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64
+pipelined ``hvp_m1_p4``, ``hvp_m2_p4``, generic ``hvp_fused``, explicit-SIMD ``simd_w1..3``, the
+pipelined ``simd_w1_pipe``, the 4-lane ``simd4_c*`` and the panel kernels), in ``Hessian``, ``StreamingHessian`` and ``DistributedHessian``, the float64
 operator of the rounded ``X`` (``X32.astype(float64)``) to float64 accuracy, against the numpy
 reference product and dense ``eigh``; its extreme eigenvalues must be within ``1e-6 ||H||`` of
 the float64 operator on the same draw; the float32 draw is the float64 draw rounded; and the products
 accumulate in float64 (a float32 accumulation would be visibly less accurate).
 """
+
+import functools
 
 import numpy as np
 import pytest
@@ -16,10 +17,18 @@ import pytest
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels._generated.hvp_small import PIPELINED
+from rmt.kernels.dispatch import default_target
 from rmt.kernels.hessian import hvp_fused, hvp_kernel, preactivations
-from rmt.kernels.simd import KERNELS as SIMD
-from rmt.kernels.simd import KERNELS_AVX2 as SIMD4
-from rmt.kernels.simd import WIDE_VECTORS, panel4_c32, panel_w4, simd4_c4, simd_w1
+from rmt.kernels.simd import (
+    panel4_c32,
+    panel_w4,
+    simd4_c4,
+    simd4_c8,
+    simd_w1,
+    simd_w1_pipe,
+    simd_w2,
+    simd_w3,
+)
 from rmt.operators.streaming import StreamingHessian, read_rows
 
 from .test_hvp_kernels import assert_close, numpy_product
@@ -27,13 +36,15 @@ from .test_hvp_kernels import assert_close, numpy_product
 N_ROWS = 109  # remainders after 16, 8, 6 and 4 rows per step
 #: (kernel name, kernel, m, b): every path of ``hvp_kernel``'s dispatch
 PATHS = [(f"hvp_m{m}", SMALL[m], m, 3) for m in (1, 2, 3, 4)]
-PATHS += [(PIPELINED[m].__name__, PIPELINED[m], m, 1) for m in (1, 2, 3, 4)]
+PATHS += [(PIPELINED[m].__name__, PIPELINED[m], m, 1) for m in sorted(PIPELINED)]
 PATHS += [("hvp_fused m=5", hvp_fused, 5, 2), ("hvp_fused m=6", hvp_fused, 6, 1)]
-PATHS += [(SIMD[w].__name__, SIMD[w], 4, 2 * w) for w in (1, 2, 3, 4)]
+PATHS += [(k.__name__, k, 4, 2 * w) for w, k in ((1, simd_w1_pipe), (2, simd_w2), (3, simd_w3))]
 PATHS += [(k.__name__, k, 4, 2) for k in (simd_w1,)]  # avx512, float32 blocks of 2
-PATHS += [(SIMD4[c].__name__, SIMD4[c], 4, c // 4) for c in (4, 8)]  # 32: panel4_c32 below
-PATHS += [(k.__name__, k, 4, 1) for k in (simd4_c4,)]  # avx2 strided X; float32 rows: hvp_m4
-PATHS += [(k.__name__, k, 4, 8) for k in (panel_w4, panel4_c32)]
+PATHS += [(k.__name__, k, 4, c // 4) for c, k in ((4, simd4_c4), (8, simd4_c8))]
+PATHS += [
+    (k.__name__, functools.partial(k, panel_bytes=1 << 20), 4, 8) for k in (panel_w4, panel4_c32)
+]
+WIDE_VECTORS = default_target() == "avx512"
 
 
 def _rounded_problem(m, b, rng, n=N_ROWS, d=29):
@@ -51,7 +62,7 @@ def _skip_simd_without_wide_vectors(name):
 #: block of 2 of block Lanczos, as ``hvp_kernel`` dispatches them: ``hvp_m4`` and ``simd4_c8``
 #: on avx2, ``hvp_m4_p4`` and ``simd_w1`` on avx512) run in CI; each float32 specialisation
 #: compiles for 15-90 s on a fresh clone, so the others are `slow` (make test-all)
-CI_PATHS = {hvp_kernel(4, c, dtype=np.float32, d=29).__name__ for c in (4, 8)}
+CI_PATHS = {hvp_kernel(4, c, dtype=np.float32).__name__ for c in (4, 8)}
 PATH_PARAMS = [
     pytest.param(*p, id=p[0], marks=() if p[0] in CI_PATHS else pytest.mark.slow) for p in PATHS
 ]

@@ -16,8 +16,9 @@ import pytest
 
 import rmt
 from rmt.kernels._generated.hvp_small import KERNELS, PIPELINED
+from rmt.kernels.dispatch import TABLE, default_target
 from rmt.kernels.hessian import PANEL_ROWS, ROWS_PER_STEP, hvp_fused, hvp_kernel
-from rmt.kernels.simd import PIPELINED_WIDTHS, SIMD_TARGET, pair4_c4
+from rmt.kernels.simd import simd4_c4
 
 # the generators live in tools/ (run as scripts: ``python tools/gen_*.py``)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
@@ -56,9 +57,14 @@ def random_problem(m, b, rng, n=N_ROWS, d=23):
     return X, D, Vt
 
 
-#: the pipelined kernels this CPU's path dispatches (one vector of m); the others (m = 4 on
-#: avx2: a compile of about 30 s on a fresh clone) run in the slow tests
-PIPELINED_HERE = [m for m in PIPELINED if m in PIPELINED_WIDTHS[SIMD_TARGET]]
+def pipelined_on(target, m):
+    """Whether ``target`` dispatches the pipelined kernel for one vector of width ``m``."""
+    return ("hvp", target, f"1 vector, m = {m}") in TABLE
+
+
+#: the pipelined kernels this CPU's path dispatches (one vector of m); the others run in the
+#: slow tests
+PIPELINED_HERE = [m for m in PIPELINED if pipelined_on(default_target(), m)]
 PIPELINED_ELSEWHERE = [m for m in PIPELINED if m not in PIPELINED_HERE]
 
 
@@ -110,9 +116,9 @@ def test_kernels_few_rows(m, rng):
 def test_dispatch_uses_unrolled_kernels_for_small_m():
     for m in (1, 2, 3, 4):
         for target in ("avx512", "avx2", "portable"):
-            if (m, target) == (4, "avx2"):  # 4 columns: the pair kernel of simd.py
-                assert hvp_kernel(m, target=target) is pair4_c4
-            elif m in PIPELINED_WIDTHS[target]:  # one vector: the pipelined kernel
+            if (m, target) == (4, "avx2"):  # 4 columns: the 4-lane kernel of simd.py
+                assert hvp_kernel(m, target=target) is simd4_c4
+            elif pipelined_on(target, m):  # one vector: the pipelined kernel
                 assert hvp_kernel(m, target=target) is PIPELINED[m]
                 assert hvp_kernel(m, 3 * m, target=target) is KERNELS[m]  # a block: unrolled
             else:

@@ -1,42 +1,69 @@
 """Explicit-SIMD block products (``rmt/kernels/simd.py``) against the obvious numpy product.
 
-Every kernel (``W = 1..4`` lane vectors of 8 columns) for widths ``m`` whose blocks fill whole
-lane vectors, numbers of rows that leave remainders after the steps of 16, 8 and 6 rows,
-``d`` below and above one lane vector, strided and Fortran-ordered ``X``; results must not
-depend on the number of threads; and the dispatch sends exactly the blocks of 8, 16, 24 and
-32 columns to these kernels on CPUs with AVX-512 (none elsewhere).  The panel kernels (blocks
-of 32 columns on rows of ``d`` that overflow L2) with small panel budgets, so that every shape
-has several panels, blocks of ``d`` with a remainder and rows left over after the panels.
+Every kernel for widths ``m`` whose blocks fill its lane vectors, numbers of rows that leave
+remainders after the steps of 16, 12, 8, 6 and 5 rows, ``d`` below and above one lane vector,
+strided and Fortran-ordered ``X``; results must not depend on the number of threads; and the
+dispatch (``rmt/kernels/dispatch.py``) sends each block to the kernel of its table row.  The
+panel kernels with small panel budgets, so that every shape has several panels, blocks of
+``d`` with a remainder and rows left over after the panels.
 
 On a CPU without AVX-512 the tests of the ``<8 x double>`` kernels (LLVM splits each vector in
 two there) are ``slow``: ``make test-all`` runs them, the CI suite tests the kernels this CPU
 dispatches.  Every path runs in CI on a CPU that dispatches it.
 """
 
+import functools
+
 import numpy as np
 import pytest
 
+from rmt.kernels import dispatch
 from rmt.kernels._generated.hvp_small import KERNELS as SMALL
 from rmt.kernels._generated.hvp_small import PIPELINED
-from rmt.kernels.hessian import hvp_fused, hvp_kernel
+from rmt.kernels.dispatch import (
+    avx2_panel_bytes,
+    default_target,
+    hvp_kernel,
+    panel_bytes,
+    simd_target,
+)
+from rmt.kernels.hessian import hvp_fused
 from rmt.kernels.simd import (
-    KERNELS,
-    KERNELS_AVX2,
-    PANEL_BYTES,
-    PIPELINED_WIDTHS,
-    SIMD_TARGET,
-    STRIDED_FORM,
-    WIDE_VECTORS,
-    pair4_c4,
     panel4_c32,
     panel_w4,
-    panels_pay,
     simd4_c4,
-    simd_kernel,
-    simd_target,
+    simd4_c8,
+    simd4_c16,
+    simd4_c24,
     simd_w1,
     simd_w1_pipe,
+    simd_w2,
+    simd_w3,
 )
+
+SIMD_TARGET = default_target()
+WIDE_VECTORS = SIMD_TARGET == "avx512"
+#: the AVX-512 kernels by lane-vector count ``W`` (``8 W`` columns; 32 on panels)
+KERNELS = {
+    1: simd_w1_pipe,
+    2: simd_w2,
+    3: simd_w3,
+    4: functools.partial(panel_w4, panel_bytes=1 << 20),
+}
+#: the AVX2 kernels by column count
+KERNELS_AVX2 = {
+    4: simd4_c4,
+    8: simd4_c8,
+    16: simd4_c16,
+    24: simd4_c24,
+    32: functools.partial(panel4_c32, panel_bytes=1 << 20),
+}
+
+
+def kernel_name(kernel):
+    """The name of a kernel, or of the kernel under a ``functools.partial``."""
+    return getattr(kernel, "func", kernel).__name__
+
 
 from .conftest import ALL_THREADS, numba_threads
 from .test_hvp_kernels import assert_close, numpy_product, random_problem
@@ -80,8 +107,8 @@ def test_two_loop_and_pipelined_kernels_match_numpy(n, rng):
 
 @pytest.mark.parametrize("n", [1, 5, 7, 8, 9, 24, N_ROWS])
 def test_4_lane_kernel_matches_numpy(n, rng):
-    """``simd4_c4`` (the 4 columns in one ``<4 x double>``, 8 rows per step; strided ``X``
-    takes it on avx2) for row counts around one step, every split of the columns."""
+    """``simd4_c4`` (the 4 columns in one ``<4 x double>``, 8 rows per step) for row counts
+    around one step, every split of the columns."""
     for m in (1, 2, 4):
         X, D, Vt = random_problem(m, 4 // m, rng, n=n, d=29)
         for n_chunks in (1, 3):
@@ -115,12 +142,12 @@ def test_avx2_kernels_match_numpy(m, b, n_chunks, rng):
 @pytest.mark.parametrize("n, d", [(1, 3), (5, 1), (40, 7), (33, 64)])
 def test_avx2_kernels_small_shapes_and_float32(n, d, rng):
     """Float64 rows through the avx2 kernels, float32 rows through the kernels avx2
-    dispatches for them (``hvp_m4`` for 4 columns: ``UNROLLED_FOR_FLOAT32``)."""
+    dispatches for them (``hvp_m4`` for 4 columns)."""
     for cols in (4, 8, 32):
         X, D, Vt = random_problem(4, cols // 4, rng, n=n, d=d)
         assert_close(KERNELS_AVX2[cols](X, D, Vt, 4), numpy_product(X, D, Vt))
         X32 = X.astype(np.float32)
-        kernel = hvp_kernel(4, cols, "avx2", d=d, dtype=np.float32)
+        kernel = hvp_kernel(4, cols, "avx2", dtype=np.float32)
         assert_close(kernel(X32, D, Vt, 4), numpy_product(X32.astype(float), D, Vt))
 
 
@@ -153,37 +180,24 @@ def test_simd_kernels_any_layout_of_x(layout, rng):
     X, D, _ = random_problem(4, 2, rng, n=N_ROWS, d=37)
     X = np.repeat(X, 2, axis=1)[:, ::2] if layout == "strided" else np.asfortranarray(X)
     for b in (2, 4):
-        kernel = hvp_kernel(4, 4 * b, contiguous_rows=False)
+        kernel = hvp_kernel(4, 4 * b)
         Vt = rng.standard_normal((4 * b, X.shape[1]))
         ref = numpy_product(np.ascontiguousarray(X), D, Vt)
         assert_close(kernel(X, D, Vt, 3), ref)
 
 
 @pytest.mark.slow
-def test_pair_kernel_rejects_strided_rows(rng):
-    """Rows whose entries are not adjacent: a one-line error (a Fortran-ordered ``X`` is a
-    15-20 s compile of its own, hence slow)."""
-    X, D, Vt = random_problem(4, 1, rng, n=20, d=10)
-    with pytest.raises(ValueError, match="contiguous entries"):
-        pair4_c4(np.asfortranarray(X), D, Vt, 2)
-
-
-@pytest.mark.slow
-def test_strided_x_takes_the_4_lane_form_on_avx2(monkeypatch, rng):
-    """``fused_product`` on the ``avx2`` path with a Fortran-ordered ``X`` (rows whose entries
-    are not adjacent): the 4-lane kernel reads it through its strides, against numpy (a
+def test_strided_x_on_the_avx2_path(rng):
+    """The ``avx2`` kernel of 4 columns reads a Fortran-ordered ``X`` through its strides (a
     compile of its own for that layout, hence slow)."""
-    import rmt.kernels.simd as simd
-    from rmt.kernels.hessian import fused_product
-
-    monkeypatch.setattr(simd, "SIMD_TARGET", "avx2")
     X, D, Vt = random_problem(4, 1, rng, n=N_ROWS, d=29)
-    assert_close(fused_product(np.asfortranarray(X), D, Vt, 3), numpy_product(X, D, Vt))
+    kernel = hvp_kernel(4, 4, "avx2")
+    assert_close(kernel(np.asfortranarray(X), D, Vt, 3), numpy_product(X, D, Vt))
 
 
 THREAD_KERNELS = [
     pytest.param(KERNELS[1], 4, 2, id="w1", marks=AVX512_MARKS),
-    pytest.param(pair4_c4, 2, 2, id="pair"),
+    pytest.param(simd4_c4, 2, 2, id="c4"),
 ]
 
 
@@ -195,32 +209,6 @@ def test_simd_kernels_do_not_depend_on_thread_count(kernel, m, b, rng):
         one = kernel(X, D, Vt, 8)
     with numba_threads(ALL_THREADS):
         np.testing.assert_array_equal(kernel(X, D, Vt, 8), one)
-
-
-@pytest.mark.parametrize("d", [1, 2, 3, 8, 29, 64])
-@pytest.mark.parametrize("m", [1, 2, 3, 4])
-def test_pair_kernel_matches_numpy(m, d, rng):
-    """``pair4_c4`` (two entries of ``d`` a lane pair): even and odd ``d`` (the last column of
-    an odd one by scalar code; ``d = 1``: no pair at all), 1-4 columns, remainders after the
-    steps of 4 rows, 1 and 3 chunks, against the 4-lane ``simd4_c4`` too."""
-    b = max(1, 4 // m)
-    X, D, Vt = random_problem(m, b, rng, n=N_ROWS, d=d)
-    ref = numpy_product(X, D, Vt)
-    for n_chunks in (1, 3):
-        got = pair4_c4(X, D, Vt, n_chunks)
-        assert_close(got, ref)
-        assert_close(got, simd4_c4(X, D, Vt, n_chunks))
-
-
-def test_pair_kernel_rejects_more_than_four_columns(rng):
-    """More than 4 columns: a one-line error; the dispatch hands an ``X`` whose rows are not
-    contiguous to the 4-lane form, which reads any strides."""
-    X, D, Vt = random_problem(4, 2, rng, n=20, d=10)
-    with pytest.raises(ValueError, match="at most 4 columns"):
-        pair4_c4(X, D, Vt, 2)
-    assert STRIDED_FORM[pair4_c4] is simd4_c4
-    assert hvp_kernel(4, 4, "avx2", contiguous_rows=False) is simd4_c4
-    assert hvp_kernel(4, 8, "avx2", contiguous_rows=False) is KERNELS_AVX2[8]
 
 
 #: (n, d, panel steps): several panels per chunk, ``d`` below one block of 64 columns, at it and
@@ -277,61 +265,47 @@ def test_panel_kernel_does_not_depend_on_thread_count(kernel, rows, rng):
 
 
 @pytest.mark.slow
-def test_panel_kernel_any_layout_and_default_budget(rng):
+def test_panel_kernel_any_layout_and_machine_budget(rng):
     X, D, Vt, budget = _panel_problem(4, N_ROWS, 150, 6, 3, rng)
     assert_close(panel_w4(np.asfortranarray(X), D, Vt, 3, budget), numpy_product(X, D, Vt))
-    assert_close(panel_w4(X, D, Vt, 3), numpy_product(X, D, Vt))  # one panel per chunk
+    budget = panel_bytes("panel_w4")  # one panel per chunk
+    assert_close(panel_w4(X, D, Vt, 3, budget), numpy_product(X, D, Vt))
 
 
-def test_panels_pay_where_the_streamed_blocks_overflow_the_budget():
-    """The rule: ``16 d C`` bytes of ``Vtt`` and accumulator above the panel budget, and at
-    least two steps and ``PANEL_MIN_ROWS`` rows in a panel."""
-    budget = 1 << 20
-    assert not panels_pay(4000, 32, 3, int(0.7 * (512 << 10)))  # a Zen 3 L2: 3 steps, 9 rows
-    assert panels_pay(4000, 32, 3, int(0.7 * (1 << 20)))  # a Zen 4 L2: 7 steps, 21 rows
-    assert not panels_pay(2000, 32, 6, budget)  # 1 MB streamed: fits, streaming wins
-    assert panels_pay(4000, 32, 6, budget)  # 2 MB streamed, 5 steps of 6 rows per panel
-    assert not panels_pay(16000, 32, 6, budget)  # a panel would be one step
-    d_big = next(d for d in range(64, 100000, 64) if panels_pay(d, 32, 6))
-    assert hvp_kernel(4, 32, "avx512", d=d_big) is panel_w4
-    assert hvp_kernel(4, 32, "avx512", d=64) is not panel_w4
-    assert hvp_kernel(4, 32, "avx512") is not panel_w4  # no d: the streaming dispatch
-    assert hvp_kernel(4, 8, "avx512", d=d_big) is not panel_w4
-    for d in (None, 64, 4000, 16000):  # avx2: the panel kernel whatever d
-        assert hvp_kernel(4, 32, "avx2", d=d) is panel4_c32
-        assert hvp_kernel(8, 32, "avx2", d=d) is panel4_c32
-    assert hvp_kernel(4, 8, "avx2", d=4000) is not panel4_c32
-    assert hvp_kernel(4, 32, "portable", d=4000) is SMALL[4]
-    assert PANEL_BYTES > 0
+def test_panel_kernels_take_every_block_of_32_columns():
+    """32 columns go to the panel kernel of the path, with this machine's budget bound."""
+    for target, kernel in (("avx512", panel_w4), ("avx2", panel4_c32)):
+        for m in (4, 8):
+            got = hvp_kernel(m, 32, target)
+            assert got.func is kernel
+            assert got.keywords == {"panel_bytes": panel_bytes(kernel.__name__)}
+    assert hvp_kernel(4, 32, "portable") is SMALL[4]
+    assert panel_bytes("panel_w4") > 0
 
 
 def test_avx2_panel_budget():
     """2 MiB while the panels of all threads fit in half of the L3, less where they do not,
     never less than the L2 panel."""
-    from rmt.kernels.simd import PANEL_BYTES_AVX2, avx2_panel_bytes
-
     mib = 1 << 20
-    assert avx2_panel_bytes(358_400, 32 * mib, 2) == 2 * mib  # this Zen 3: 8 MiB a thread
+    assert avx2_panel_bytes(358_400, 32 * mib, 2) == 2 * mib  # 8 MiB a thread
     assert avx2_panel_bytes(358_400, 16 * mib, 16) == 512 * 1024  # 16 threads share 16 MiB
     assert avx2_panel_bytes(734_003, 8 * mib, 32) == 734_003  # never below the L2 panel
     assert avx2_panel_bytes(358_400, 32 * mib, 0) == 2 * mib  # a thread count of 0 counts as 1
-    assert PANEL_BYTES <= PANEL_BYTES_AVX2 <= max(PANEL_BYTES, 2 * mib)
+    l2_panel, l3_panel = panel_bytes("panel_w4"), panel_bytes("panel4_c32")
+    assert l2_panel <= l3_panel <= max(l2_panel, 2 * mib)
 
 
 def test_dispatch_by_block_columns():
-    """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD; others keep their kernels."""
+    """Whole lane vectors (8, 16, 24, 32 columns) go to SIMD on avx512; others keep their
+    kernels."""
     if not WIDE_VECTORS:
-        for columns in (8, 16, 24, 32):
-            assert simd_kernel(columns) is not KERNELS.get(columns // 8)
         pytest.skip("no AVX-512 path in this process: its dispatch is tested with target=")
     for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
-        assert simd_kernel(columns) is KERNELS[w]
         m = 4 if columns % 4 == 0 else 2
-        assert hvp_kernel(m, columns) is KERNELS[w]
-    for columns in (1, 4, 7, 12, 20, 28, 40, 64):
-        assert simd_kernel(columns) is None
+        assert kernel_name(hvp_kernel(m, columns)) == kernel_name(KERNELS[w])
     assert hvp_kernel(4, 12) is SMALL[4]  # 3 vectors of m = 4: padding would not pay
-    assert hvp_kernel(4) is PIPELINED[4]  # one vector of m = 4: the pipelined kernel
+    assert hvp_kernel(4) is SMALL[4]  # one vector of m = 4: the two-loop kernel
+    assert hvp_kernel(2) is PIPELINED[2]  # one vector of m = 2: the pipelined kernel
     assert hvp_kernel(2, 4) is SMALL[2]  # two vectors of m = 2: the unrolled kernel
     assert hvp_kernel(8, 40) is hvp_fused  # 5 vectors of m = 8: too wide for registers
     assert hvp_kernel(8) is KERNELS[1]  # one vector of m = 8 fills one lane vector
@@ -339,24 +313,30 @@ def test_dispatch_by_block_columns():
 
 @pytest.mark.parametrize("target", ["avx512", "avx2", "portable"])
 def test_dispatch_of_every_path(target):
-    """``hvp_kernel(m, columns, target)``: each path's table, whatever this CPU is."""
+    """``hvp_kernel(m, columns, target)``: each path's rows of ``dispatch.TABLE``."""
     for columns, w in [(8, 1), (16, 2), (24, 3), (32, 4)]:
         m = 4 if columns % 4 == 0 else 2
-        want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2[columns]}  # 32: the panel kernel
-        assert hvp_kernel(m, columns, target) is (want.get(target) or SMALL[m])
-    for m in (1, 2, 4):  # 4 columns: the pair kernel on avx2, the unrolled ones elsewhere,
-        # except one vector of m = 4 on avx512: the pipelined kernel
-        want = KERNELS_AVX2[4] if target == "avx2" else SMALL[m]
-        if (m, target) == (4, "avx512"):
-            want = PIPELINED[4]
+        want = {"avx512": KERNELS[w], "avx2": KERNELS_AVX2[columns]}.get(target, SMALL[m])
+        assert kernel_name(hvp_kernel(m, columns, target)) == kernel_name(want)
+    for m in (1, 2, 4):  # 4 columns: the 4-lane kernel on avx2, the unrolled ones elsewhere
+        want = simd4_c4 if target == "avx2" else SMALL[m]
         assert hvp_kernel(m, 4, target) is want
-    for m in (1, 2, 3):  # one vector: pipelined where its path has it
-        want = PIPELINED[m] if m in PIPELINED_WIDTHS[target] else SMALL[m]
+    for m in (1, 2, 3):  # one vector: pipelined where its path has a row for it
+        row = dispatch.TABLE.get(("hvp", target, f"1 vector, m = {m}"))
+        want = PIPELINED[m] if row is not None else SMALL[m]
         assert hvp_kernel(m, None, target) is want and hvp_kernel(m, m, target) is want
     assert hvp_kernel(4, 12, target) is SMALL[4] and hvp_kernel(2, 6, target) is SMALL[2]
     assert hvp_kernel(8, 40, target) is hvp_fused
     with pytest.raises(ValueError, match="target must be one of"):
         hvp_kernel(4, 8, "sse2")
+
+
+def test_every_table_row_names_a_kernel():
+    """Every kernel named in ``dispatch.TABLE`` exists, with a reason."""
+    for equation, path, situation, kernel, reason in dispatch.table_rows():
+        assert path in (*dispatch.TARGETS, "any") and reason
+        if kernel is not None:
+            assert callable(dispatch._resolve(kernel, 4 if "{m}" in kernel else 1))
 
 
 @pytest.mark.parametrize(
@@ -385,26 +365,27 @@ def test_simd_target_follows_the_compile_features(env, want, monkeypatch):
 
 def test_no_simd_dispatch_on_the_portable_path(monkeypatch):
     """On the portable path (``RMT_SIMD=portable``, or no AVX2) every block keeps the fused
-    kernels (``hvp_kernel`` reads the default path from ``simd.SIMD_TARGET``)."""
-    import rmt.kernels.simd as simd
-
-    monkeypatch.setattr(simd, "SIMD_TARGET", "portable")
-    for columns in (8, 16, 24, 32):
-        assert simd_kernel(columns) is None
-    assert hvp_kernel(4, 8) is SMALL[4] and hvp_kernel(8) is hvp_fused
+    kernels; the path is read at the first choice, not at import."""
+    monkeypatch.setenv("RMT_SIMD", "portable")
+    dispatch.default_target.cache_clear()
+    try:
+        for columns in (8, 16, 24, 32):
+            assert hvp_kernel(4, columns) is SMALL[4]
+        assert hvp_kernel(8) is hvp_fused
+    finally:
+        monkeypatch.undo()
+        dispatch.default_target.cache_clear()
 
 
 def test_float32_rows_take_the_two_loop_form_of_the_pipelined_kernels():
-    """For float32 ``X`` the dispatch swaps each pipelined explicit-SIMD kernel for its
-    two-loop form (``TWO_LOOP_FOR_FLOAT32``), the pair kernel ``pair4_c4`` for the unrolled
-    kernel (``UNROLLED_FOR_FLOAT32``), and ``fused_product`` passes the dtype."""
+    """For float32 ``X`` the dispatch takes the float32 rows of the table: the two-loop
+    ``simd_w1`` for 8 columns on avx512, the unrolled kernel for 4 columns on avx2; and
+    ``fused_product`` passes the dtype."""
     from rmt.kernels.hessian import fused_product
-    from rmt.kernels.simd import TWO_LOOP_FOR_FLOAT32
 
-    assert TWO_LOOP_FOR_FLOAT32 == {simd_w1_pipe: simd_w1}
     assert hvp_kernel(4, 8, "avx512") is simd_w1_pipe
     assert hvp_kernel(4, 8, "avx512", dtype=np.float32) is simd_w1
-    assert hvp_kernel(4, 4, "avx2") is pair4_c4
+    assert hvp_kernel(4, 4, "avx2") is simd4_c4
     assert hvp_kernel(4, 4, "avx2", dtype=np.float32) is SMALL[4]
     assert hvp_kernel(2, 4, "avx2", dtype=np.float32) is SMALL[2]
     assert hvp_kernel(4, 8, "avx2", dtype=np.float32) is KERNELS_AVX2[8]  # not pipelined: kept

@@ -23,11 +23,8 @@ from codegen import GENERATED, banner, write_module
 
 TOOL = "tools/gen_descent_small.py"
 
-#: rows per step for each specialised width ``m``.  8 for every m: side by side in one run
-#: (n = 16000, d = 4000, 2 threads, Xeon family 6 model 167, 2026-12-01), m = 4 took 1.31-1.33
-#: passes with 8 rows against 1.38-1.45 with 4 natively, and 1.45 against 2.33 under AVX2
-#: codegen (benchmarks/emulate_avx2.py); m = 3 1.11 against 1.31 natively, equal under AVX2
-#: (benchmarks/RESULTS.md, "Gradient step")
+#: rows per step for each specialised width ``m`` (the measurements behind 8: benchmarks/RESULTS.md,
+#: "Gradient step")
 ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
 
 #: fast-math flags: reassociation lets LLVM vectorise the reductions; no ``nnan``/``ninf``,
@@ -175,76 +172,12 @@ def _sum_chunks(with_grad: bool) -> list[str]:
     ]
 
 
-#: rows per step of the pipelined gradient kernels ``grad_m{m}_p{R}`` (``PIPELINED``)
-PIPE_ROWS = {1: 4, 2: 4, 3: 4, 4: 4}
-
-
-def pipelined_name(m: int, R: int | None = None) -> str:
-    return f"grad_m{m}_p{PIPE_ROWS[m] if R is None else R}"
-
-
-def pipelined_source(m: int, R: int | None = None) -> str:
-    """Source of ``grad_m{m}_p{R}``: the loss and gradient of ``grad_m{m}`` with the two loops
-    over ``d`` of a step in one, as ``hvp_m4_p4`` (``tools/gen_hvp_small.py``): the dot products
-    of the next ``R`` rows and the updates of the ``R`` rows before, whose coefficients the
-    previous loop finished, so that the stream of ``X`` overlaps the updates.  A chunk starts
-    with the dot products alone and ends with the pending updates alone; leftover rows go
-    through the two-loop step of ``grad_m{m}`` one at a time."""
-    R = PIPE_ROWS[m] if R is None else R
-    rows = range(R)
-
-    def dots(ind, updates):
-        L = [f"s{q}_{j} = 0.0" for q in rows for j in range(m)]
-        L.append("for t in range(d):")
-        L += [f"    b{j} = w{j}[t]" for j in range(m)]
-        L += [f"    a{q} = x{q}[t]" for q in rows]
-        L += [f"    s{q}_{j} += a{q} * b{j}" for q in rows for j in range(m)]
-        if updates:
-            L += [f"    e{q} = z{q}[t]" for q in rows]
-            for j in range(m):
-                terms = " + ".join(f"e{q} * c{q}_{j}" for q in rows)
-                L.append(f"    g{j}[t] += {terms}")
-        return [ind + x for x in L]
-
-    def coefficients(ind):
-        L = [f"u[{q}, {j}] = s{q}_{j}" for q in rows for j in range(m)]
-        L.append(f"total += row_coefficients(u, {R}, y, i, a, act_code, loss_code, huber_delta, c)")
-        L += [f"c{q}_{j} = c[{q}, {j}]" for q in rows for j in range(m)]
-        L += [f"z{q} = x{q}" for q in rows]
-        return [ind + x for x in L]
-
-    i3, i4 = " " * 12, " " * 16
-    out = [
-        "@njit(cache=True, parallel=True, fastmath=FASTMATH)",
-        f"def {pipelined_name(m, R)}(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks):",
-        f'    """Fused loss and gradient sums for ``m = {m}``, {R} rows per step, the dot products',
-        "    of a step in the loop of the updates of the step before (the generator's",
-        '    ``pipelined_source``)."""',
-    ]
-    out += _chunk_loop(m, R, True)
-    out += ["        i = lo", f"        if i + {R} <= hi:"]
-    out += [f"{i3}x{q} = X[i + {q}]" for q in rows] + dots(i3, False) + coefficients(i3)
-    out += [f"{i3}i += {R}", f"{i3}while i + {R} <= hi:"]
-    out += [f"{i4}x{q} = X[i + {q}]" for q in rows] + dots(i4, True) + coefficients(i4)
-    out += [f"{i4}i += {R}", f"{i3}for t in range(d):"]
-    out += [f"{i4}e{q} = z{q}[t]" for q in rows]
-    for j in range(m):
-        out.append(f"{i4}g{j}[t] += " + " + ".join(f"e{q} * c{q}_{j}" for q in rows))
-    out += ["        while i < hi:"]
-    out += _step(m, 1, True, i3)
-    out += [f"{i3}i += 1"] + _sum_chunks(True)
-    return "\n".join(out) + "\n"
-
-
 def module_source() -> str:
-    """The whole generated module, with the dispatch tables ``GRAD_KERNELS``, ``LOSS_KERNELS``
-    and ``PIPELINED``."""
+    """The whole generated module, with the tables ``GRAD_KERNELS`` and ``LOSS_KERNELS``."""
     parts = [banner(TOOL), HEADER, HELPERS]
     for m in sorted(ROWS):
         parts.append("\n" + kernel_source(m, True) + "\n")
         parts.append("\n" + kernel_source(m, False) + "\n")
-    for m in sorted(PIPE_ROWS):
-        parts.append("\n" + pipelined_source(m) + "\n")
     grad = ", ".join(f"{m}: grad_m{m}" for m in sorted(ROWS))
     fwd = ", ".join(f"{m}: loss_m{m}" for m in sorted(ROWS))
     parts.append(
@@ -252,11 +185,6 @@ def module_source() -> str:
     )
     parts.append(
         f"#: specialised forward (loss only) kernels by width ``m``\nLOSS_KERNELS = {{{fwd}}}\n"
-    )
-    pipe = ", ".join(f"{m}: {pipelined_name(m)}" for m in sorted(PIPE_ROWS))
-    parts.append(
-        "#: pipelined loss-and-gradient kernels by width ``m`` (the AVX-512 dispatch)\n"
-        f"PIPELINED = {{{pipe}}}\n"
     )
     return "".join(parts)
 

@@ -19,10 +19,10 @@ from codegen import GENERATED, banner, write_module
 #: 32 vector registers (AVX-512): the kernels ``hvp_m{m}`` of ``KERNELS``
 ROWS = {1: 8, 2: 8, 3: 8, 4: 8}
 #: Variants for 16 vector registers (AVX2), ``kernel_source(m, dots=R1)``: the dot products of
-#: a step taken ``R1`` rows per loop over ``d`` (``R1 m <= 8`` accumulators, no spills).  Measured
-#: under AVX2 codegen (benchmarks/RESULTS.md, "HVP: SIMD paths"), ``hvp_m4_d2`` and 2 rows per
-#: step were 1.1-1.2x slower than ``hvp_m4`` with its spills (the loop is bound by the stream
-#: of ``X``, and a spill is an L1 hit), so none is generated: every path uses ``KERNELS``.
+#: a step taken ``R1`` rows per loop over ``d`` (``R1 m <= 8`` accumulators, no spills).  None is
+#: generated: they were slower than ``hvp_m4`` with its spills (the loop is bound by the stream
+#: of ``X``, and a spill is an L1 hit; benchmarks/RESULTS.md, "HVP: SIMD paths"), so every
+#: path uses ``KERNELS``.
 #: rows per panel: a block product sweeps its vectors over one panel of rows while it is in L2
 PANEL = 16
 
@@ -136,7 +136,7 @@ def kernel_source(
 
 
 #: rows per step of the pipelined kernels ``hvp_m{m}_p{R}`` (``PIPELINED``), by width ``m``
-PIPE_ROWS = {1: 4, 2: 4, 3: 4, 4: 4}
+PIPE_ROWS = {1: 4, 2: 4}
 
 
 def _dots(m: int, rows, ind: str, updates=None) -> list[str]:
@@ -229,7 +229,7 @@ def module_source() -> str:
     parts.append(f"\n#: specialised kernels by width ``m``\nKERNELS = {{{table}}}\n")
     table = ", ".join(f"{m}: {pipelined_name(m)}" for m in sorted(PIPE_ROWS))
     parts.append(
-        "\n#: pipelined kernels for one vector of width ``m`` (the AVX-512 dispatch)\n"
+        "\n#: pipelined kernels for one vector of width ``m`` (``rmt/kernels/dispatch.py``)\n"
         f"PIPELINED = {{{table}}}\n"
     )
     return "".join(parts)

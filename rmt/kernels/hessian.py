@@ -17,17 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from rmt.kernels._generated.hvp_small import KERNELS as SMALL_M_KERNELS
-from rmt.kernels._generated.hvp_small import PIPELINED as PIPELINED_KERNELS
 from rmt.kernels.curvature import curvature_rows
-from rmt.kernels.simd import (
-    PIPELINED_WIDTHS,
-    STRIDED_FORM,
-    TWO_LOOP_FOR_FLOAT32,
-    UNROLLED_FOR_FLOAT32,
-    resolve_target,
-    simd_kernel,
-)
+from rmt.kernels.dispatch import hvp_kernel
 
 ROWS_PER_STEP = 4
 #: rows kept in cache while the vectors of a block sweep them (16 rows of d=4000: 512 kB)
@@ -227,55 +218,25 @@ def dense_hessian(X, D, weight_decay):
     return H
 
 
-def hvp_kernel(
-    m: int,
-    columns: int | None = None,
-    target: str | None = None,
-    d: int | None = None,
-    dtype=np.float64,
-    contiguous_rows: bool = True,
-):
-    """The kernel for width ``m`` and a block of ``columns = b*m`` columns (default ``m``).
-
-    ``target`` is the SIMD path (``avx512``, ``avx2`` or ``portable``; default
-    ``rmt.kernels.simd.SIMD_TARGET``: the ``RMT_SIMD`` environment variable, else the
-    features Numba compiles for).  Blocks of 8, 16, 24 or 32 columns go to the explicit-SIMD
-    kernels of ``simd.py`` (``<8 x double>`` on ``avx512``; on ``avx2`` the ``<4 x double>``
-    kernel for 8 columns, the one that measured faster there); the others to the unrolled
-    kernel of ``_generated/hvp_small.py`` for small ``m``, else the generic one.  One vector of
-    a width in ``simd.PIPELINED_WIDTHS[target]`` goes to the pipelined ``hvp_m{m}_p4`` (the dot
-    products of a step in the loop of the updates of the step before).  With the
-    row length ``d``, blocks of 32 columns go to the panel kernels of ``simd.py`` where they
-    pay (``simd.panels_pay``).  ``dtype`` is that of ``X``: for float32 rows the pipelined
-    explicit-SIMD kernels give way to their two-loop forms (``TWO_LOOP_FOR_FLOAT32``), since
-    each of their steps widens its rows into a scratch first, and the pipelined block of 2
-    measured 1.1x ``simd_w1`` there; the kernels of ``UNROLLED_FOR_FLOAT32`` give way to the
-    unrolled ones, which read the float32 rows directly.  Without ``contiguous_rows`` (the
-    entries of a row of ``X`` not adjacent in memory) the pair kernels, which load two entries
-    at once, give way to ``STRIDED_FORM``.  Every kernel has the signature and result of
-    :func:`hvp_fused`.
-    """
-    target = resolve_target(target)
-    columns = int(m if columns is None else columns)
-    simd = simd_kernel(columns, target, d)
-    if simd is not None and np.dtype(dtype) == np.float32:  # the widened rows do not pipeline
-        simd = TWO_LOOP_FOR_FLOAT32.get(simd, simd)
-        simd = None if simd in UNROLLED_FOR_FLOAT32 else simd
-    if not contiguous_rows:
-        simd = STRIDED_FORM.get(simd, simd)
-    if simd is not None:
-        return simd
-    if columns == m and int(m) in PIPELINED_WIDTHS[target]:
-        return PIPELINED_KERNELS[int(m)]
-    return SMALL_M_KERNELS.get(int(m), hvp_fused)
-
-
 def fused_product(X, D, Vt, n_chunks: int) -> np.ndarray:
-    """``sum_i x_i r_i^T`` for the block ``Vt`` (``b*m x d``), through :func:`hvp_kernel`."""
-    contiguous = X.strides[1] == X.itemsize
-    kernel = hvp_kernel(
-        D.shape[1], Vt.shape[0], d=X.shape[1], dtype=X.dtype, contiguous_rows=contiguous
-    )
+    """Hessian product without the ``1/n`` and the weight decay, by the kernel of the table.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d), float64 or float32
+    D : ndarray, shape (n, m, m)
+        Curvature blocks ``D_i``.
+    Vt : ndarray, shape (b m, d)
+        A block of ``b`` vectors, row ``c m + j`` neuron ``j`` of vector ``c``.
+    n_chunks : int
+        Fixed row chunks (:func:`default_chunks`).
+
+    Returns
+    -------
+    ndarray, shape (b m, d)
+        ``sum_i x_i r_i^T``, ``r_i = (x_i^T V) D_i``, by ``dispatch.hvp_kernel``.
+    """
+    kernel = hvp_kernel(D.shape[1], Vt.shape[0], dtype=X.dtype)
     return kernel(X, D, Vt, n_chunks)
 
 
