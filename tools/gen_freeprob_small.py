@@ -16,8 +16,8 @@ Run ``python tools/gen_freeprob_small.py`` after editing, and commit the generat
   at offsets that are constants of the code: LLVM then proves that the stores do not alias the
   loads and vectorises the loop.  Stored to separate arrays, the aliasing checks (20 stores
   against 10 loads) exceeded LLVM's limit and the loop ran scalar, slower than groups of
-  fused calls; in blocks it is 1.5-1.9x faster than them for ``K = 4, 5`` with ``m = 3, 4``
-  (32k nodes; for ``K <= 3`` the fused single call stays as fast or faster);
+  fused calls; in blocks it is faster than them for ``K = 4, 5`` with ``m = 3, 4`` (for
+  ``K <= 3`` the fused single call stays as fast or faster; benchmarks/RESULTS.md);
 - ``pivot_m{m}``: per node, the smallest Cholesky pivot of ``I + s L^T D_i L`` (whose minimum
   over nodes is ``min_pd_pivot``).
 

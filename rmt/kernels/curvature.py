@@ -1,8 +1,8 @@
 """Serial curvature blocks ``D_i`` for small batches (docs/theory.md section 2).
 
 ``rmt.kernels.hessian.curvature_blocks`` is ``parallel=True``: on a loaded machine each call
-waits for the OpenMP threads (about 10 ms, against 0.4 ms idle), which dominates the adaptive
-quadrature of a law (about 170 calls on a few thousand nodes).  This kernel does the same
+waits for the OpenMP threads, which dominates the adaptive quadrature of a law (a few hundred
+calls on a few thousand nodes).  This kernel does the same
 arithmetic, in the same order, on one thread, so its blocks are bit-identical to those of the
 parallel kernel; ``TwoLayerNet.curvature`` picks it below ``SERIAL_MAX_ROWS`` rows.
 """
@@ -14,8 +14,8 @@ from numba import njit, prange
 
 from rmt.kernels.elementwise import activation, loss
 
-#: rows below which the serial kernel is used (a parallel call costs about 10 ms under load; the
-#: serial kernel does about 20-40 ns a row for m <= 4)
+#: rows below which the serial kernel is used (below it, waking the threads of a parallel call
+#: costs more than the rows)
 SERIAL_MAX_ROWS = 100_000
 
 
@@ -25,8 +25,7 @@ def curvature_rows(U, y, a, act_code, loss_code, huber_delta, D, f_out, dl_out, 
     s''(u_ij)``, with ``f_i`` and ``l'(y_i, f_i)``.  Shared by the serial and the parallel
     kernel, so their blocks are bit-identical.  A range, not a row: a call per row paid the
     reference counts of its nine array arguments and (in the parallel kernel) three scratch
-    allocations per row, 10-25x the arithmetic for m = 1 (2026-12-02, 170 ns against 7-15 ns
-    a row)."""
+    allocations per row, several times the arithmetic for small ``m``."""
     m = U.shape[1]
     s = np.empty(m)
     ds = np.empty(m)
@@ -177,8 +176,8 @@ def _block_eigenvalues_parallel(D, out):
 def block_eigenvalues(D, out):
     """Eigenvalues, ascending, of every symmetric block ``D_i`` (``N x m x m``, C-contiguous
     float64) into ``out`` (``N x m``), by cyclic Jacobi on batches of blocks.  As accurate as
-    LAPACK (``m eps max|D_i|``).  About 0.3 us a 4 x 4 block on one thread (Zen 3, AVX2),
-    against 1.3-1.5 us for numpy's batched ``eigvalsh``, which calls LAPACK block by block."""
+    LAPACK (``m eps max|D_i|``), and faster than numpy's batched ``eigvalsh``, which calls
+    LAPACK block by block (benchmarks/RESULTS.md)."""
     if D.shape[0] >= 2 * EIG_CHUNK:
         _block_eigenvalues_parallel(D, out)
     elif D.shape[0] > 0:

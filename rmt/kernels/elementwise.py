@@ -89,8 +89,8 @@ def activation_array(code, U, out_s, out_ds, out_d2s):
 @njit(cache=True)
 def activation_array_serial(code, U, out_s, out_ds, out_d2s):
     """:func:`activation_array` on one thread (the same values): for small arrays, where a
-    parallel call waits for the sleeping threads (the kink searches of ``aligned_nodes``, about
-    180 calls a law on a few thousand points, took 67 ms a law in parallel calls)."""
+    parallel call waits for the sleeping threads (the kink searches of ``aligned_nodes``: a
+    few hundred calls a law on a few thousand points)."""
     for i in range(U.shape[0]):
         _activation_row(code, U, out_s, out_ds, out_d2s, i)
 

@@ -1,7 +1,7 @@
 """Passes over the two halves of a law's nodes, on two threads (docs/theory.md 3.6, 3.7, 4.3).
 
 A pass over the nodes of an ``m = 2..4`` sweep law (32k nodes) is the unit of the theory's cost
-(``moments_m4``: 0.7-0.8 ms, 150 of them a point of the m = 4 sweep; ``pivot_m4``, 43).  Its two halves, stored as
+(``moments_m4`` and ``pivot_m4``, a few hundred passes a point of the m = 4 sweep).  Its two halves, stored as
 two contiguous copies (``rmt.freeprob.mp._LawNodes``), run on two threads and their sums are
 added in a fixed order: the result does not depend on the number of threads (on one thread the
 halves run one after the other).

@@ -4,10 +4,9 @@
 Numba's threads, and one step of gradient descent or of Lanczos starts several short parallel
 regions, each ending at a barrier.  A region therefore runs at the speed of its slowest thread,
 and a thread that shares its core with another busy process loses whole scheduler time slices
-at each barrier.  Measured with ``gradient_descent`` (n = 2000, d = 1000, 1500 steps) on a
-2-CPU Xeon: 0.75 s alone on 2 threads; next to one busy-loop process, 5.3-9.2 s on 2 threads
-(4.0-4.6 s after ``configure_threads()``), but 1.27 s on 1 (``benchmarks/bench_contention.py``; ``benchmarks/RESULTS.md``, "Runs next to a
-CPU-bound process").  So the long-running public calls of ``rmt``
+at each barrier, and a call next to a busy process can run several times slower on all
+threads than on fewer (``benchmarks/bench_contention.py``; the figures are in
+``benchmarks/RESULTS.md``, "Runs next to a CPU-bound process").  So the long-running public calls of ``rmt``
 (``gradient_descent``, ``extreme_eigs``, ``spectral_density``, the products of a Hessian, the
 experiments, the DMFT solvers) are wrapped in :func:`adaptive_threads`, which sets Numba's
 thread count for the call from the CPUs that are idle when it starts, and restores the caller's
@@ -26,8 +25,8 @@ as running in ``/proc/self/task``).  Other threads are put first on the machine'
 this process's affinity (a cluster job pinned to some cores does not count the other jobs on
 theirs).  Where the count cannot be read (not Linux), a call keeps Numba's count.
 
-A choice costs about 0.3-0.4 ms (mostly the two sleeps) and is reused for
-:data:`DECISION_TTL` (0.5 s), so short calls in a loop pay a few microseconds each.  A decorated
+A choice reads the run queue three times, two short sleeps apart, and is reused for
+:data:`DECISION_TTL` (0.5 s), so short calls in a loop do not repeat it.  A decorated
 call nested in another keeps the outer count, except that a choice older than ``DECISION_TTL``
 is taken again at its entry: a sweep of many points follows the load.  The count is chosen when
 a call starts; a process that starts later is not seen until the next choice.  Results do not
@@ -189,11 +188,10 @@ def single_threaded_blas():
     """A context in which BLAS (OpenBLAS, MKL, ...) runs on one thread (``threadpoolctl``).
 
     OpenBLAS threads spin for a while after each call.  On a machine with few cores they then
-    hold the cores that a Numba parallel kernel which follows needs: the first pass over the
-    nodes after the BLAS products of building an m = 4 law took 24-61 ms instead of 0.5 ms
-    (Zen 3, 2 cores; benchmarks/HISTORY.md, "Zen 3").  Where the dense work is small (thin products,
-    ``eigh`` of small matrices), one thread costs less than that.  The controller is made once
-    (it lists the loaded libraries); entering the context costs about 20 us."""
+    hold the cores that a Numba parallel kernel which follows needs (the first pass over a
+    law's nodes after the BLAS products that built it waits for them; benchmarks/RESULTS.md).
+    Where the dense work is small (thin products, ``eigh`` of small matrices), one thread costs
+    less than that.  The controller is made once (it lists the loaded libraries)."""
     global _BLAS_CONTROLLER
     if _BLAS_CONTROLLER is None:
         from threadpoolctl import ThreadpoolController
@@ -449,8 +447,8 @@ class adaptive_threads:
     The outermost decorated call of a thread chooses and, when it returns (or raises), restores
     the count its caller had; nested decorated calls keep it, except that a choice older than
     :data:`DECISION_TTL` is taken again at their entry, so that a long sweep follows the load.
-    Choosing costs about 0.3-0.4 ms (three reads of the run queue) and is reused for
-    :data:`DECISION_TTL` s, so short calls in a loop pay about 5 us each.
+    A choice (three reads of the run queue) is reused for :data:`DECISION_TTL` s, so short
+    calls in a loop do not repeat it.
 
     Parameters
     ----------
