@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.dynamics.descent import PlateauRule, escape_step, gradient_descent, segment_phases
+from rmt.dynamics.descent import PlateauRule, gradient_descent, segment_phases
+from rmt.dynamics.escape import escape_step
 from rmt.kernels._generated.descent_small import GRAD_KERNELS
 from rmt.kernels.descent import LANE_STEP_WIDTHS, step_candidates, step_kernels
 from rmt.kernels.elementwise import ACTIVATIONS, LOSSES

@@ -3,7 +3,7 @@
 - The kernels (the generic one and the ``dot_rows`` ones for m = 1..4) against the definition:
   for each draw, the dense block lower-triangular ``G = (I + K J)^{-1}`` by ``numpy.linalg.solve``,
   and ``sum_n J^t_n G_n(t, p)``.
-- The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/dmft.md, run here in
+- The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/theory.md, run here in
   numpy on the solve's own pre-activations and ``R_w``: ``R_psi`` must be the mean of
   ``J^t d r^t / d eta^s`` that (D2) builds a row at a time.
 """

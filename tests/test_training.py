@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.thresholds.points import population_point, predicted_escape_time
+from rmt.dynamics.escape import predicted_escape_time
+from rmt.thresholds.points import population_point
 
 
 def test_predicted_escape_time_closed_form():

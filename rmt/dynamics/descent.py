@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
+from rmt.dynamics.escape import escape_step
 from rmt.kernels.descent import step_kernels
 from rmt.kernels.hessian import default_chunks
 from rmt.kernels.threads import adaptive_threads
@@ -79,22 +80,6 @@ class Phases:
     depth_ratio: float
     settings: PlateauRule
     escape_overlap: float
-
-
-def escape_step(overlap, plateau_step, threshold) -> int | None:
-    """First step ``t > plateau_step`` with ``overlap[t] >= threshold``.
-
-    ``None`` when there is none, when ``plateau_step`` is ``None``, or when the overlap already
-    reaches ``threshold`` at the plateau (then the directions were learned in the first phase;
-    :class:`Phases` reports that as ``learned_in_first_phase``).  NaN overlaps never cross.
-    """
-    if plateau_step is None:
-        return None
-    overlap = np.asarray(overlap, dtype=np.float64)
-    if not overlap[plateau_step] < threshold:
-        return None
-    after = np.flatnonzero(overlap[plateau_step + 1 :] >= threshold)
-    return int(plateau_step + 1 + after[0]) if after.size else None
 
 
 class PhaseSegmenter:

@@ -1,5 +1,9 @@
 """Escape from the plateau ``W1`` along negative curvature (docs/theory.md section 7.3).
 
+Three views of one event: :func:`escape_step` reads it off a run's overlap curve;
+:func:`predicted_escape_time` gives its order of magnitude ``log(d) / |lambda_out|`` from the
+outlier alone; :func:`predict_escape` follows the linearised run from the eigenpairs at ``W1``.
+
 Near the plateau, gradient descent with step ``lr`` is linear in the deviation ``delta`` from
 the critical point ``W*`` it passes by: ``delta_{t+1} = (I - lr H) delta_t``, so the component
 along an eigenvector ``v_j`` of ``H`` (eigenvalue ``lambda_j``) is multiplied by
@@ -26,10 +30,16 @@ non-linear stretch of the escape (measured: docs/theory.md section 7.3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from rmt.validation import as_float_array, check_positive_float
+from rmt.validation import (
+    as_float_array,
+    check_nonneg_float,
+    check_positive_float,
+    check_positive_int,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,3 +200,82 @@ def predict_escape(values, vectors, grad, W1, lr, theta, threshold=0.5, max_step
 def _theta_share(Vt) -> np.ndarray:
     """Squared ``Theta*`` overlap of each eigenvector from its projections (``q x m x k``)."""
     return np.sum(Vt * Vt, axis=(1, 2))
+
+
+def escape_step(overlap, plateau_step, threshold) -> int | None:
+    """First step ``t > plateau_step`` with ``overlap[t] >= threshold``.
+
+    ``None`` when there is none, when ``plateau_step`` is ``None``, or when the overlap already
+    reaches ``threshold`` at the plateau (then the directions were learned in the first phase;
+    :class:`Phases` reports that as ``learned_in_first_phase``).  NaN overlaps never cross.
+    """
+    if plateau_step is None:
+        return None
+    overlap = np.asarray(overlap, dtype=np.float64)
+    if not overlap[plateau_step] < threshold:
+        return None
+    after = np.flatnonzero(overlap[plateau_step + 1 :] >= threshold)
+    return int(plateau_step + 1 + after[0]) if after.size else None
+
+
+class EscapeTime(NamedTuple):
+    """Predicted escape delay: ``time`` in gradient-flow units and ``steps = time / lr``."""
+
+    time: float
+    steps: float
+
+
+def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
+    """Escape delay ``log(d) / |lambda_out|`` from a saddle with curvature ``lambda_out < 0``.
+
+    docs/theory.md section 6: from the post-first-phase point, the component of ``W`` along the most
+    negative Hessian direction starts at the random level ``~ d^{-1/2}`` and grows like
+    ``exp(|lambda_out| t)`` under gradient flow, so leaving the plateau takes a time of order
+    ``log(d)/|lambda_out|``.  This is an order of magnitude (the constant depends on the
+    initial overlap and the escape threshold: growth of the amplitude from ``d^{-1/2}`` to
+    ``O(1)`` alone gives ``log(d) / (2 |lambda_out|)``).  Gradient descent with step ``lr``
+    needs ``time / lr`` steps.
+
+    Parameters
+    ----------
+    lambda_out : float
+        The (negative) outlier eigenvalue.
+    d : int
+        Input dimension, at least 2.
+    lr : float
+        Step of gradient descent, ``> 0``.
+
+    Returns
+    -------
+    EscapeTime
+        ``(time, steps)``.
+
+    Raises
+    ------
+    TypeError
+        When ``lambda_out`` is not a real number.
+    ValueError
+        When ``lambda_out >= 0`` or not finite, ``d < 2`` or ``lr <= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> esc = rmt.predicted_escape_time(-0.5, 1000, lr=0.5)
+    >>> bool(np.isclose(esc.time, np.log(1000) / 0.5)), bool(np.isclose(esc.steps, esc.time / 0.5))
+    (True, True)
+    """
+    try:
+        lam = float(lambda_out)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"lambda_out must be a real number; got {lambda_out!r}") from exc
+    if not np.isfinite(lam) or lam >= 0:
+        raise ValueError(
+            f"lambda_out must be a finite negative curvature (< 0); got {lambda_out!r}"
+        )
+    d = check_positive_int(d, "d", minimum=2)
+    lr = check_nonneg_float(lr, "lr")
+    if lr == 0:
+        raise ValueError(f"lr must be > 0; got {lr!r}")
+    time = float(np.log(d) / abs(lam))
+    return EscapeTime(time, time / lr)

@@ -1,4 +1,4 @@
-"""The per-sample responses of the DMFT (``rmt.dynamics.dmft``, docs/dmft.md eqs. (D2)-(D3)) by reverse mode.
+"""The per-sample responses of the DMFT (``rmt.dynamics.dmft``, docs/theory.md eqs. (D2)-(D3)) by reverse mode.
 
 For one draw ``n`` of the per-sample process, the responses ``G(t, s) = d r^t / d eta^s``
 (``m x m``, ``s <= t``) form the block lower-triangular matrix

@@ -8,8 +8,7 @@ Two ways to pick the weights ``W`` at which the Hessian of sections 2-4 is studi
   such a ``W``, since it does not depend on the sample.
 * :class:`TrainedPoint` runs full-batch gradient descent from a small random start
   (:func:`rmt.gradient_descent`) and takes the plateau ``W1`` at the end of the first phase
-  (docs/theory.md section 7); :func:`predicted_escape_time` gives the ``log(d)/|lambda_out|``
-  order of magnitude of the escape (the linearised prediction is :func:`rmt.predict_escape`).
+  (docs/theory.md section 7); the escape from it is :mod:`rmt.dynamics.escape`'s.
 
 Each kind of point is one subclass of :class:`Point` (population, trained, zero, given),
 registered in :data:`POINT_KINDS`; :func:`make_point` builds the one a ``RunConfig`` names.
@@ -18,7 +17,7 @@ registered in :data:`POINT_KINDS`; :func:`make_point` builds the one a ``RunConf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 from scipy.optimize import minimize
@@ -456,69 +455,6 @@ def theta_overlap(W, theta) -> float:
         return 0.0
     P = theta.T @ W
     return float(np.sum(P * P)) / total
-
-
-class EscapeTime(NamedTuple):
-    """Predicted escape delay: ``time`` in gradient-flow units and ``steps = time / lr``."""
-
-    time: float
-    steps: float
-
-
-def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
-    """Escape delay ``log(d) / |lambda_out|`` from a saddle with curvature ``lambda_out < 0``.
-
-    docs/theory.md section 6: from the post-first-phase point, the component of ``W`` along the most
-    negative Hessian direction starts at the random level ``~ d^{-1/2}`` and grows like
-    ``exp(|lambda_out| t)`` under gradient flow, so leaving the plateau takes a time of order
-    ``log(d)/|lambda_out|``.  This is an order of magnitude (the constant depends on the
-    initial overlap and the escape threshold: growth of the amplitude from ``d^{-1/2}`` to
-    ``O(1)`` alone gives ``log(d) / (2 |lambda_out|)``).  Gradient descent with step ``lr``
-    needs ``time / lr`` steps.
-
-    Parameters
-    ----------
-    lambda_out : float
-        The (negative) outlier eigenvalue.
-    d : int
-        Input dimension, at least 2.
-    lr : float
-        Step of gradient descent, ``> 0``.
-
-    Returns
-    -------
-    EscapeTime
-        ``(time, steps)``.
-
-    Raises
-    ------
-    TypeError
-        When ``lambda_out`` is not a real number.
-    ValueError
-        When ``lambda_out >= 0`` or not finite, ``d < 2`` or ``lr <= 0``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import rmt
-    >>> esc = rmt.predicted_escape_time(-0.5, 1000, lr=0.5)
-    >>> bool(np.isclose(esc.time, np.log(1000) / 0.5)), bool(np.isclose(esc.steps, esc.time / 0.5))
-    (True, True)
-    """
-    try:
-        lam = float(lambda_out)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"lambda_out must be a real number; got {lambda_out!r}") from exc
-    if not np.isfinite(lam) or lam >= 0:
-        raise ValueError(
-            f"lambda_out must be a finite negative curvature (< 0); got {lambda_out!r}"
-        )
-    d = check_positive_int(d, "d", minimum=2)
-    lr = check_nonneg_float(lr, "lr")
-    if lr == 0:
-        raise ValueError(f"lr must be > 0; got {lr!r}")
-    time = float(np.log(d) / abs(lam))
-    return EscapeTime(time, time / lr)
 
 
 # ---------------------------------------------------------------------------------------------
