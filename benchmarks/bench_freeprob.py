@@ -295,7 +295,7 @@ def _before_and_now(make, repeat):
 
 def law_before_and_now(repeat):
     """``SpikeLaw.from_network`` of the m = 1, 2 sweep laws with the previous adaptive refinement
-    (kept in tests/test_theory_speed.py) and the parallel curvature kernel, against now, in
+    (kept in tests/test_freeprob_fast_paths.py) and the parallel curvature kernel, against now, in
     turn; the laws must be bit-identical."""
     import sys
 
@@ -303,7 +303,7 @@ def law_before_and_now(repeat):
     from rmt.problem import network
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.test_theory_speed import old_refine_panels
+    from tests.test_freeprob_fast_paths import old_refine_panels
 
     now_refine, now_rows = nodes._refine_panels, network.SERIAL_MAX_ROWS
 

@@ -124,7 +124,7 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     """``rmt threshold`` with no flag: the DMFT ``delta_NN`` with its standard error, then
     ``delta_alg`` and ``delta_pop``; in ``threshold.json`` as numbers or, when the search
     fails, as ``None`` with the reason.  The search is planted (its own tests are in
-    ``tests/test_dmft_threshold.py``); ``delta_alg = 1/2`` is phase retrieval's closed form."""
+    ``tests/test_asymptotic.py``); ``delta_alg = 1/2`` is phase retrieval's closed form."""
     import rmt.app.commands as dt  # the command calls the asymptotic solver through this name
 
     planted = rmt.DMFTThreshold(

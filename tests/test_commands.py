@@ -9,7 +9,7 @@ from scipy.linalg import eigh
 from rmt.app import commands
 from rmt.experiments.config import RunConfig
 from rmt.experiments.store import read_table
-from tests.test_transition import _scalar_bbp_reference
+from tests.test_population import _scalar_bbp_reference
 
 
 def test_spectrum_files_match_dense_eigh(tmp_path):

@@ -34,7 +34,7 @@ from rmt.freeprob.mp import ConvergenceError, MPSystem, NewtonState
 from rmt.kernels.freeprob import scalar_moments, scalar_spike_sums
 
 #: whether ``bulk_edges``, ``outliers`` (and what calls them) take this path for ``m = 1``; the
-#: general continuation stays the reference it is tested against (``tests/test_scalar_branch.py``)
+#: general continuation stays the reference it is tested against (``tests/test_scalar.py``)
 ENABLED = True
 #: the search stops when the Newton correction of ``x`` is below this fraction of ``x``: the edge
 #: ``zeta`` is quadratic in ``x`` at the fold, so its error is far below rounding

@@ -178,7 +178,7 @@ def test_the_pole_of_the_extreme_node_and_exact_bounds_go_to_the_general_solver(
     mp = MPSystem(law, 2.0)
     assert scalar.fold(mp, +1) is None
     # exact bounds that cut the branch before the fold: the general solver gives "boundary"
-    # (tests/test_continuation.py checks that edge against the closed form)
+    # (tests/test_edges.py checks that edge against the closed form)
     phase = rmt.MultiIndexModel("phase_retrieval")
     law = rmt.SpikeLaw.spectral(phase, lambda y: (y - 1) / (y + 1), T_bounds=(-1.0, 1.0))
     assert scalar.fold(MPSystem(law, 0.5), +1) is None
