@@ -27,6 +27,22 @@ OFFSETS = np.concatenate(
 )  # fmt: skip
 
 
+def _failed(delta, message, replicas):
+    """An evaluation that failed at ``delta``: no margin, only its message."""
+    nan = np.full(replicas, np.nan)
+    return DMFTEvaluation(
+        delta=delta,
+        t1=None,
+        margins=nan,
+        loo_margins=nan,
+        margin=np.nan,
+        margin_se=np.nan,
+        hessians=(),
+        converged=False,
+        message=message,
+    )
+
+
 def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False):
     """A :func:`dmft_margin` whose replica ``r`` has the margin ``SLOPE (delta - ROOT) +
     OFFSETS[r]`` (with ``log``: ``SLOPE ROOT log(delta / ROOT) + OFFSETS[r]``), failing (no
@@ -37,18 +53,7 @@ def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False)
         if calls is not None:
             calls.append((delta, n_samples))
         if fail_below is not None and delta < fail_below:
-            nan = np.full(replicas, np.nan)
-            return DMFTEvaluation(
-                delta=delta,
-                t1=None,
-                margins=nan,
-                loo_margins=nan,
-                margin=np.nan,
-                margin_se=np.nan,
-                hessians=(),
-                converged=False,
-                message="no plateau within 1200 steps",
-            )
+            return _failed(delta, "no plateau within 1200 steps", replicas)
         root = ROOT + (pilot_shift if n_samples < full else 0.0)
         x = ROOT * np.log(delta / root) if log else delta - root
         g = SLOPE * x + OFFSETS[first_replica : first_replica + replicas]
@@ -308,20 +313,8 @@ def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
 
 
 def test_failures_of_one_kind_are_reported_once_with_their_deltas():
-    nan = np.full(2, np.nan)
-
     def failed(delta, message):
-        return DMFTEvaluation(
-            delta=delta,
-            t1=None,
-            margins=nan,
-            loo_margins=nan,
-            margin=np.nan,
-            margin_se=np.nan,
-            hessians=(),
-            converged=False,
-            message=message,
-        )
+        return _failed(delta, message, 2)
 
     search = dt._Search(None, 10, None)
     search.evals = {

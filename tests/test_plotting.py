@@ -52,7 +52,22 @@ def test_learning_figures_draw_the_dmft_over_the_simulation():
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
     res = rmt.dmft_gd(model, net, 4.0, 0.5, 12, 0.1, n_samples=100, n_test=100, rng=0)
-    h = rmt.DMFTHessian(delta=4.0, t1=5, plateau_rule="local_min", edge_lo=-0.07, edge_hi=0.39, outliers=np.array([-0.08]), overlaps_theta=np.array([0.4]), bottom=-0.08, theta_outlier=-0.08, theta_overlap=0.4, negative=True, converged=True, message="ok", result=res)  # fmt: skip
+    h = rmt.DMFTHessian(
+        delta=4.0,
+        t1=5,
+        plateau_rule="local_min",
+        edge_lo=-0.07,
+        edge_hi=0.39,
+        outliers=np.array([-0.08]),
+        overlaps_theta=np.array([0.4]),
+        bottom=-0.08,
+        theta_outlier=-0.08,
+        theta_overlap=0.4,
+        negative=True,
+        converged=True,
+        message="ok",
+        result=res,
+    )
     curves = [
         {"delta": 4.0, "seed": 0, "step": t, "test_loss": 0.5, "overlap": 0.0} for t in range(3)
     ]

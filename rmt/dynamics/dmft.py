@@ -1086,7 +1086,22 @@ def dmft_hessian(
 def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
     """A :class:`DMFTHessian` that failed: ``converged`` False, the reason, no numbers."""
     nan, empty = float("nan"), np.array([])
-    return DMFTHessian(delta=result.delta, t1=t1, plateau_rule=rule, edge_lo=nan, edge_hi=nan, outliers=empty, overlaps_theta=empty, bottom=nan, theta_outlier=nan, theta_overlap=nan, negative=False, converged=False, message=message, result=result)  # fmt: skip
+    return DMFTHessian(
+        delta=result.delta,
+        t1=t1,
+        plateau_rule=rule,
+        edge_lo=nan,
+        edge_hi=nan,
+        outliers=empty,
+        overlaps_theta=empty,
+        bottom=nan,
+        theta_outlier=nan,
+        theta_overlap=nan,
+        negative=False,
+        converged=False,
+        message=message,
+        result=result,
+    )
 
 
 def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> DMFTHessian:

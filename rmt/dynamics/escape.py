@@ -160,29 +160,22 @@ def predict_escape(values, vectors, grad, W1, lr, theta, threshold=0.5, max_step
     fastest = int(np.argmax(np.where(lam < 0, growth, -np.inf))) if np.any(lam < 0) else None
     ov = _theta_share(Vt)
     target = float(np.linalg.norm(W1))
+    no_escape = EscapePrediction(
+        steps=None,
+        time=None,
+        index=fastest,
+        race_won=False,
+        target=target,
+        amplitudes=np.abs(amp),
+        theta_overlaps=ov,
+    )
     if fastest is None or ov[fastest] < threshold:
-        return EscapePrediction(
-            steps=None,
-            time=None,
-            index=fastest,
-            race_won=False,
-            target=target,
-            amplitudes=np.abs(amp),
-            theta_overlaps=ov,
-        )
+        return no_escape
     lo, hi = 0, 1
     while overlap(hi) < threshold:
         lo, hi = hi, 2 * hi
         if hi > max_steps:
-            return EscapePrediction(
-                steps=None,
-                time=None,
-                index=fastest,
-                race_won=False,
-                target=target,
-                amplitudes=np.abs(amp),
-                theta_overlaps=ov,
-            )
+            return no_escape
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if overlap(mid) < threshold else (lo, mid)

@@ -161,7 +161,17 @@ def _verify(op, values, vectors, norm_est, tol, method, start, k, products=None)
     keep = slice(None) if ok else converged
 
     def result(sel):
-        return EigResult(values=values[sel].copy(), vectors=vectors[:, sel].copy(), residuals=residuals[sel].copy(), n_matvec=op.n_matvec, n_passes=op.n_passes, converged=converged[sel].copy(), method=method, wall_time=time.perf_counter() - start, norm_estimate=scale)  # fmt: skip
+        return EigResult(
+            values=values[sel].copy(),
+            vectors=vectors[:, sel].copy(),
+            residuals=residuals[sel].copy(),
+            n_matvec=op.n_matvec,
+            n_passes=op.n_passes,
+            converged=converged[sel].copy(),
+            method=method,
+            wall_time=time.perf_counter() - start,
+            norm_estimate=scale,
+        )
 
     if ok:
         return result(keep)

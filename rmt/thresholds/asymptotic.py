@@ -364,7 +364,18 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
     margins = np.array([np.interp(v, times, M[i]) for i in range(R)])
     loo = np.array([np.interp(loo_v[r], times, np.delete(M, r, axis=0).mean(axis=0))
                     for r in range(R)])  # fmt: skip
-    return DMFTEvaluation(delta=results[0].delta, t1=t1, margins=margins, loo_margins=loo, margin=float(margins.mean()), margin_se=_jackknife_se(loo), hessians=tuple(hs), converged=True, message=f"plateau of the mean curves at step {t1} (vertex {v:.1f})", vertex=v)  # fmt: skip
+    return DMFTEvaluation(
+        delta=results[0].delta,
+        t1=t1,
+        margins=margins,
+        loo_margins=loo,
+        margin=float(margins.mean()),
+        margin_se=_jackknife_se(loo),
+        hessians=tuple(hs),
+        converged=True,
+        message=f"plateau of the mean curves at step {t1} (vertex {v:.1f})",
+        vertex=v,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -679,7 +690,18 @@ def dmft_delta_nn(
         value, se = _interpolated_root(neg, pos)
         a, b = sorted((neg.delta, pos.delta))
         how = "interpolated"
-    return DMFTThreshold(value=value, stderr=se, lo=a, hi=b, converged=True, message=f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})", evaluations=full.evals, replicas=used, n_samples=n_samples, pilot_evaluations=search.evals if pilot > 1 else {})  # fmt: skip
+    return DMFTThreshold(
+        value=value,
+        stderr=se,
+        lo=a,
+        hi=b,
+        converged=True,
+        message=f"root of the learning margin between delta = {a:.4g} and {b:.4g} ({how})",
+        evaluations=full.evals,
+        replicas=used,
+        n_samples=n_samples,
+        pilot_evaluations=search.evals if pilot > 1 else {},
+    )
 
 
 def _same_sign(evals) -> str:
@@ -784,8 +806,19 @@ def _pooled(evs) -> DMFTEvaluation:
     margins = np.concatenate([e.margins for e in evs])
     vertex = float(np.sum(sizes * np.array([e.vertex for e in evs])) / total)
     plateaus = ", ".join(str(e.t1) for e in evs)
-    return DMFTEvaluation(delta=evs[0].delta, t1=evs[0].t1, margins=margins, loo_margins=loo, margin=float(margins.mean()), margin_se=_jackknife_se(loo), hessians=sum((e.hessians for e in evs), ()), converged=True, message=f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
-        f"their mean curves at steps {plateaus}", vertex=vertex)  # fmt: skip
+    return DMFTEvaluation(
+        delta=evs[0].delta,
+        t1=evs[0].t1,
+        margins=margins,
+        loo_margins=loo,
+        margin=float(margins.mean()),
+        margin_se=_jackknife_se(loo),
+        hessians=sum((e.hessians for e in evs), ()),
+        converged=True,
+        message=f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
+        f"their mean curves at steps {plateaus}",
+        vertex=vertex,
+    )
 
 
 def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):

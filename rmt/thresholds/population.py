@@ -155,35 +155,29 @@ def _infinite(dalg, dbbp, reason, notes, converged=True):
     way (``converged`` False), a failure: ``status="failed"``, ``delta_pop = nan``."""
     if not converged:
         return _failed(dalg, dbbp, reason, notes)
-    return ThresholdResult(
-        delta_pop=np.inf,
-        delta_alg=dalg,
-        delta_bbp=dbbp,
-        edge=np.nan,
-        outlier=np.nan,
-        overlap_theta=np.nan,
-        converged=True,
-        reason=reason,
-        notes=notes,
-        status="none",
-    )
+    return _without_number(np.inf, dalg, dbbp, reason, notes, "none")
 
 
 def _failed(dalg, dbbp, reason, notes):
     """A solver failure: never a number (``delta_pop = nan``), with the messages in ``reason``."""
     detail = "; ".join(str(n) for n in notes)
     why = f"solver failure: {reason}" + (f" ({detail})" if detail and detail not in reason else "")
+    return _without_number(np.nan, dalg, dbbp, why, notes, "failed")
+
+
+def _without_number(delta_pop, dalg, dbbp, reason, notes, status):
+    """A result without a threshold: no transition (``inf``) or a failure (``nan``)."""
     return ThresholdResult(
-        delta_pop=np.nan,
+        delta_pop=delta_pop,
         delta_alg=dalg,
         delta_bbp=dbbp,
         edge=np.nan,
         outlier=np.nan,
         overlap_theta=np.nan,
-        converged=False,
-        reason=why,
+        converged=status != "failed",
+        reason=reason,
         notes=notes,
-        status="failed",
+        status=status,
     )
 
 
