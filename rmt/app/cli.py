@@ -2,9 +2,9 @@
 
 The ``rmt`` command line: each command calls the API and writes JSON/CSV/PNG to ``--out``.
 
-Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``learn``, ``bench``.  The options
-of the first five, and their defaults, are the fields of :class:`rmt.RunConfig` that name the
-command in their metadata.  Bad options give a one-line error and exit status 2, before anything
+Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``learn``, ``phase-diagram``,
+``bench``.  The options of all but ``bench``, and their defaults, are the fields of
+:class:`rmt.RunConfig` that name the command in their metadata.  Bad options give a one-line error and exit status 2, before anything
 is written.
 """
 
@@ -43,6 +43,8 @@ HELP = {
     "with --point trained also delta_NN and delta_GD by simulation",
     "train": "one gradient-descent run: its two phases, the Hessian at the plateau, the escape",
     "learn": "what gradient descent learns across delta: the learning transition next to the Hessian one",
+    "phase-diagram": "the asymptotic delta_NN (DMFT) with its error over a grid of width, "
+    "activation, loss, initialisation, step size, weight decay or target",
     "bench": "run the benchmark scripts of a source checkout",
 }
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
@@ -166,7 +168,7 @@ def check_out(out) -> pathlib.Path:
 
 
 #: what a resumable command says when it is interrupted
-RESUMABLE = {"sweep": "sweep.csv", "learn": "learn.csv"}
+RESUMABLE = {"sweep": "sweep.csv", "learn": "learn.csv", "phase-diagram": "phase_diagram.csv"}
 
 
 def interrupted_message(command: str, out) -> str:
@@ -208,7 +210,7 @@ def main(argv=None) -> int:
 
             config = config_from_args(args)
             out = check_out(args.out)
-            runner = getattr(commands, f"cmd_{args.command}")
+            runner = getattr(commands, "cmd_" + args.command.replace("-", "_"))
             progress = False if quiet else None  # None: bars when stderr is a terminal
             summary = runner(config, out, progress=progress, quiet=quiet)
     except KeyboardInterrupt:

@@ -14,16 +14,19 @@ import sys
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from rmt.app.plotting import (
     learn_figures,
     learning_curve_deltas,
+    phase_diagram_figures,
     save_figure_atomic,
     spectra_figure,
     sweep_figure,
     threshold_figure,
     training_figure,
 )
-from rmt.app.report import format_sweep_table, format_threshold_table
+from rmt.app.report import format_phase_table, format_sweep_table, format_threshold_table
 from rmt.dynamics.dmft import dmft_hessian
 from rmt.experiments import (
     TABLE_COLUMNS,
@@ -44,6 +47,7 @@ from rmt.experiments.learning import (
     trained_threshold_table,
     trained_thresholds_by_size,
 )
+from rmt.experiments.phase_diagram import AXES, grid_cells, parse_grid, phase_diagram
 from rmt.experiments.store import columns_table, read_table, write_json, write_manifest, write_table
 from rmt.thresholds.asymptotic import STDERR_RTOL, dmft_delta_nn
 
@@ -475,19 +479,6 @@ def _trained_summary(main) -> dict:
     }
 
 
-def _dmft_kwargs(config: RunConfig) -> dict:
-    """The settings of :func:`rmt.dmft_hessian` that a run configuration gives."""
-    return {
-        "lr": config.lr,
-        "steps": config.dmft_steps,
-        "max_steps": 4 * config.dmft_steps,
-        "init_scale": config.init_scale,
-        "weight_decay": config.weight_decay,
-        "n_samples": config.dmft_samples,
-        "rng": config.seeds[0],
-    }
-
-
 def _dmft_record(h) -> dict:
     """A :class:`rmt.DMFTHessian` as plain numbers for the JSON files."""
     return {
@@ -510,7 +501,7 @@ def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
     out = {}
     for x in learning_curve_deltas(rows):
         _stage(quiet, f"DMFT of the first phase at delta = {x:g} ({config.dmft_steps} steps)")
-        kwargs = _dmft_kwargs(config)
+        kwargs = config.dmft_options()
         kwargs["steps"] = kwargs.pop("max_steps")  # a maximum: the solve stops at its plateau
         out[x] = dmft_hessian(config.model(), config.net(), x, stop_at_plateau=True, **kwargs)
     return out
@@ -544,7 +535,7 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
         )
     res = dmft_delta_nn(
         config.model(), config.net(), lo, hi, progress=report,
-        replicas=config.dmft_replicas, **_dmft_kwargs(config),
+        replicas=config.dmft_replicas, **config.dmft_options(),
     )  # fmt: skip
     return {
         "delta": res.value if res.converged else None,
@@ -597,3 +588,50 @@ def format_trained_table(rows) -> str:
         pop = format_threshold_value(r["delta_pop"])
         lines.append(f"{label:<40} {cells[0]:>22} {cells[1]:>22} {pop:>9} {r['delta_alg']:>9.3g}")
     return "\n".join(lines)
+
+
+def cmd_phase_diagram(config: RunConfig, out, progress=None, quiet=False) -> dict:
+    """``rmt phase-diagram``: the asymptotic ``delta_NN`` over a grid of settings.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The shared settings; ``config.grid`` the axes (:func:`rmt.experiments.phase_diagram.
+        parse_grid`; default widths 1-4, softplus, tanh and relu, Huber and square loss).
+    out : path
+        Output folder: ``phase_diagram.csv`` (resumable), the figures, ``phase_diagram.json``
+        and the manifest.
+    progress, quiet : bool
+        Progress bar over the cells; no stage lines.
+
+    Returns
+    -------
+    dict
+        The summary written to ``phase_diagram.json``: the grid and every cell.
+    """
+    grid = parse_grid(config.grid)
+    grid_cells(config, grid)  # every cell a valid configuration, before any work
+    out = _prepare_out(out)
+    t0 = time.perf_counter()
+    cells = int(np.prod([len(v) for v in grid.values()]))
+    _stage(quiet, f"delta_NN of the DMFT in {cells} cells ({', '.join(grid)}); resumable")
+    res = phase_diagram(config, grid, out, progress=progress)
+    fixed = ", ".join(f"{a} {getattr(config, a)}" for a in AXES if a not in grid)
+    title = f"delta_NN of the DMFT (d -> inf) at {fixed}"
+    figs = phase_diagram_figures(res.rows, grid, title)
+    for name, fig in figs.items():
+        save_figure_atomic(fig, out / name)
+    summary = {
+        "config": config.to_dict("phase-diagram"),
+        "grid": {k: list(v) for k, v in grid.items()},
+        "cells": res.rows,
+    }
+    write_json(out / "phase_diagram.json", summary)
+    files = ["phase_diagram.csv", "phase_diagram.json", *figs]
+    write_manifest(
+        out, "phase-diagram", config, config.seeds[:1],
+        {"wall_time_s": time.perf_counter() - t0}, files, grid=summary["grid"],
+    )  # fmt: skip
+    _say(format_phase_table(res.rows, grid))
+    _wrote("phase-diagram", f"{cells} cells", [*files, "manifest.json"], out)
+    return summary

@@ -911,3 +911,132 @@ def learn_figures(rows_by_d, curves, thresholds, title="", dmft=None, d=None):
         "learning_curves.png": fig2,
         "hessian_at_plateau.png": fig3,
     }
+
+
+#: the short words of a phase-diagram cell without a number
+PHASE_WORDS = {"none": "no transition", "not determined": "n.d."}
+
+
+def _series(rows, x_axis, series_axes):
+    """``{label: [(x, row), ...]}``: the rows grouped by the values of ``series_axes``."""
+    groups = {}
+    for r in rows:
+        label = ", ".join(f"{r[a]}" for a in series_axes) or "delta_NN"
+        groups.setdefault(label, []).append((r[x_axis], r))
+    return {k: sorted(v, key=lambda p: p[0]) for k, v in groups.items()}
+
+
+def plot_phase_lines(ax, rows, x_axis, series_axes, legend=True):
+    """``delta_NN`` (DMFT, with error bars of two standard errors) against ``x_axis``, one line
+    per value of ``series_axes``; ``delta_alg`` as a dotted reference line.  A series without a
+    transition, or without an answer, is named in the legend with that word, never drawn as a
+    number (docs/theory.md section 8.10)."""
+    for label, points in _series(rows, x_axis, series_axes).items():
+        found = [(x, r) for x, r in points if r["status"] == "found"]
+        gaps = {
+            f"{PHASE_WORDS[r['status']]} at {x_axis} = {x}"
+            for x, r in points
+            if x not in dict(found)
+        }
+        note = f" ({'; '.join(sorted(gaps))})" if gaps else ""
+        if found:
+            x = [p[0] for p in found]
+            y = [float(r["delta_nn"]) for _, r in found]
+            err = [2.0 * float(r["stderr"]) for _, r in found]
+            ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, label=label + note)
+        else:
+            words = sorted({PHASE_WORDS[r["status"]] for _, r in points})
+            ax.plot(
+                [], [], ls="none", marker="x", color="0.5", label=f"{label}: {', '.join(words)}"
+            )
+    algs = sorted({float(r["delta_alg"]) for r in rows if r.get("delta_alg") is not None})
+    color, style = MARKS["delta_alg"]
+    for i, value in enumerate(algs):
+        ax.axhline(value, color=color, ls=style, lw=1.2, label="delta_alg" if i == 0 else None)
+    ax.set_xlabel(x_axis)
+    ax.set_ylabel("delta_NN (DMFT, d -> inf)")
+    if x_axis == "width":
+        ax.set_xticks(sorted({p for p in (r["width"] for r in rows)}))
+    elif x_axis in ("init_scale", "lr", "weight_decay") and min(r[x_axis] for r in rows) > 0:
+        ax.set_xscale("log")
+    if legend:
+        _axes_legend(ax)
+    return ax
+
+
+def plot_phase_heatmap(ax, rows, x_axis, y_axis):
+    """A heat map of ``delta_NN`` over two axes of the grid, each cell annotated with its value
+    and standard error, or with why it has none (``no transition``, ``n.d.``), never coloured
+    as a number then."""
+    from matplotlib.colors import Normalize
+
+    xs = list(dict.fromkeys(r[x_axis] for r in rows))
+    ys = list(dict.fromkeys(r[y_axis] for r in rows))
+    grid = np.full((len(ys), len(xs)), np.nan)
+    text = {}
+    for r in rows:
+        i, j = ys.index(r[y_axis]), xs.index(r[x_axis])
+        if r["status"] == "found":
+            grid[i, j] = float(r["delta_nn"])
+            text[i, j] = f"{float(r['delta_nn']):.3g}\n± {float(r['stderr']):.2g}"
+        else:
+            text[i, j] = PHASE_WORDS[r["status"]].replace(" ", "\n")
+    finite = grid[np.isfinite(grid)]
+    norm = Normalize(finite.min(), finite.max()) if finite.size else Normalize(0.0, 1.0)
+    masked = np.ma.masked_invalid(grid)
+    image = ax.imshow(masked, cmap="viridis", norm=norm, aspect="auto", origin="upper")
+    ax.set_facecolor("0.9")
+    for (i, j), words in text.items():
+        dark = np.isfinite(grid[i, j]) and norm(grid[i, j]) < 0.6
+        ax.text(j, i, words, ha="center", va="center", fontsize=7,
+                color="white" if dark else "black")  # fmt: skip
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+    ax.set_xlabel(x_axis)
+    ax.set_ylabel(y_axis)
+    return image
+
+
+def phase_diagram_figures(rows, grid, title="") -> dict:
+    """The figures of a phase diagram (:func:`rmt.experiments.phase_diagram.phase_diagram`).
+
+    ``phase_diagram_lines.png``: ``delta_NN`` against the first axis of ``grid`` (``width``
+    when it is an axis), one line per value of the others, ``delta_alg`` beside it.  With two
+    or more axes also ``phase_diagram_heatmap.png``: the heat map over the first axis and the
+    next, one panel per value of the rest (at most 6 panels).
+
+    Parameters
+    ----------
+    rows : list of dict
+        :data:`rmt.experiments.phase_diagram.PHASE_COLUMNS` rows.
+    grid : dict
+        ``{axis: values}``: which axes vary.
+    title : str
+        The figures' title.
+
+    Returns
+    -------
+    dict
+        ``{file name: Figure}``.
+    """
+    axes_names = list(grid)
+    x_axis = "width" if "width" in grid else axes_names[0]
+    rest = [a for a in axes_names if a != x_axis]
+    fig, axes = new_figure(1, 1, width=6.0, height=4.2)
+    plot_phase_lines(axes[0][0], rows, x_axis, rest, legend=False)
+    figure_legend(fig, axes, ncols=2)
+    set_title(fig, title)
+    figs = {"phase_diagram_lines.png": fig}
+    if rest:
+        y_axis, facets = rest[0], rest[1:]
+        panels = _series(rows, x_axis, facets)
+        if len(panels) <= 6:
+            fig, axes = new_figure(1, len(panels), width=4.2, height=3.4)
+            for ax, (label, points) in zip(axes[0], panels.items()):
+                image = plot_phase_heatmap(ax, [r for _, r in points], x_axis, y_axis)
+                if facets:
+                    ax.set_title(label, fontsize=9)
+            fig.colorbar(image, ax=axes[0].tolist(), label="delta_NN (DMFT)")
+            set_title(fig, title)
+            figs["phase_diagram_heatmap.png"] = fig
+    return figs

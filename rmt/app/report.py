@@ -89,3 +89,24 @@ def _cell(value, width, fmt, missing="n/a") -> str:
     if value is None or not np.isfinite(value):
         return f"{missing:>{width}}"
     return f"{value:>{width}{fmt}}"
+
+
+def format_phase_table(rows, grid) -> str:
+    """The cells of a phase diagram, one line each: its axes, ``delta_NN`` ± its standard
+    error (or why there is none), ``delta_alg`` and ``delta_pop``."""
+    names = list(grid)
+    labels = [", ".join(f"{a}={r[a]}" for a in names) for r in rows]
+    width = max([len("cell"), *map(len, labels)])
+    head = f"{'cell':<{width}} {'delta_NN (DMFT)':>17} {'delta_alg':>9} {'delta_pop':>9}"
+    lines, notes = [head, "-" * len(head)], []
+    for label, r in zip(labels, rows):
+        if r["status"] == "found":
+            value = f"{float(r['delta_nn']):.3f} ± {float(r['stderr']):.3f}"
+        else:
+            notes.append(r["reason"])
+            value = f"{r['status']} [{len(notes)}]"
+        no_pop = r["delta_pop"] is None or not np.isfinite(float(r["delta_pop"]))
+        pop = "none" if no_pop else f"{float(r['delta_pop']):.4g}"
+        lines.append(f"{label:<{width}} {value:>17} {float(r['delta_alg']):>9.4g} {pop:>9}")
+    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
+    return "\n".join(lines)

@@ -22,7 +22,10 @@ from rmt.validation import (
 )
 
 #: the commands that take a RunConfig
-RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn")
+RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn", "phase-diagram")
+#: the commands that work at a dimension ``d`` and sample ratios ``delta`` (all but the phase
+#: diagram, which is asymptotic)
+SIZED = ("spectrum", "sweep", "threshold", "train", "learn")
 #: the commands that sample data and build a Hessian (threshold does with --point trained)
 SIMULATING = ("spectrum", "sweep", "train", "learn", "threshold")
 #: smallest delta of the delta_NN search
@@ -119,11 +122,12 @@ class RunConfig:
         ("spectrum", "sweep", "threshold", "train"),
         group="point",
     )
-    d: int = option(1000, "dimension", group="sizes")
+    d: int = option(1000, "dimension", SIZED, group="sizes")
     deltas: tuple = option(
         (2.0,),
         "n/d: a value, a list '1,2,4' or a range 'start:stop:num' (num values from start to "
         "stop, both included, as numpy.linspace)",
+        SIZED,
         group="sizes",
         flag="--delta",
         cli_type=str,
@@ -139,13 +143,20 @@ class RunConfig:
         ("sweep", "train", "learn", "threshold"),
         "solver",
     )
-    weight_decay: float = option(0.0, "weight decay lambda_wd", SIMULATING, "training")
+    weight_decay: float = option(
+        0.0, "weight decay lambda_wd", (*SIMULATING, "phase-diagram"), "training"
+    )
     train_steps: int = option(
         3000, "maximum first-phase steps (trained point)", SIMULATING, "training", flag="--steps"
     )
-    lr: float = option(0.5, "learning rate (trained point)", SIMULATING, "training")
+    lr: float = option(
+        0.5, "learning rate (trained point, DMFT)", (*SIMULATING, "phase-diagram"), "training"
+    )
     init_scale: float = option(
-        1e-2, "norm of each neuron at the random start (trained point)", SIMULATING, "training"
+        1e-2,
+        "norm of each neuron at the random start (trained point, DMFT)",
+        (*SIMULATING, "phase-diagram"),
+        "training",
     )
     continue_steps: int = option(3000, "steps after the plateau", ("train",), "training")
     sizes: tuple = option(
@@ -158,7 +169,9 @@ class RunConfig:
         to_field=parse_sizes,
         shown="none",
     )
-    max_delta: float = option(64.0, "search delta_pop up to this delta", ("threshold",), "search")
+    max_delta: float = option(
+        64.0, "search the thresholds up to this delta", ("threshold", "phase-diagram"), "search"
+    )
     table: bool = option(
         False,
         "also tabulate the thresholds over activations, losses and widths (with --point trained: "
@@ -183,27 +196,36 @@ class RunConfig:
     dmft_steps: int = option(
         300,
         "first step budget of a DMFT solve; it doubles (to 4x) until the plateau is confirmed",
-        ("threshold", "learn"),
+        ("threshold", "learn", "phase-diagram"),
         "search",
     )
     dmft_samples: int = option(
         2500,
         "Monte Carlo draws of the DMFT per-sample process (per replica)",
-        ("threshold", "learn"),
+        ("threshold", "learn", "phase-diagram"),
         "search",
     )
     dmft_replicas: int = option(
         8,
         "independent DMFT replicas per delta: the Monte Carlo error of delta_NN",
-        ("threshold",),
+        ("threshold", "phase-diagram"),
         "search",
     )
     scheduler: str | None = option(
         None,
         "None (serial), 'local', or a Dask scheduler address",
-        ("sweep", "learn"),
+        ("sweep", "learn", "phase-diagram"),
         "solver",
         cli_type=str,
+        results=False,
+    )
+    grid: str = option(
+        "",
+        "the axes of the phase diagram, 'name=v1,v2;name=...' over width, activation, loss, "
+        "init_scale, lr, weight_decay, target",
+        ("phase-diagram",),
+        "search",
+        shown="width=1,2,3,4;activation=softplus,tanh,relu;loss=huber,square",
         results=False,
     )
 
@@ -243,6 +265,26 @@ class RunConfig:
 
     def net(self) -> TwoLayerNet:
         return TwoLayerNet(self.width, self.activation, self.loss, huber_delta=self.huber_delta)
+
+    def dmft_options(self) -> dict:
+        """The settings of a DMFT solve that this configuration gives (:func:`rmt.dmft_margin`,
+        :func:`rmt.dmft_hessian`): step size, budgets, start, weight decay, draws and seed.
+
+        Returns
+        -------
+        dict
+            ``lr``, ``steps`` (the first budget), ``max_steps`` (four times it), ``init_scale``,
+            ``weight_decay``, ``n_samples`` and ``rng`` (the first seed).
+        """
+        return {
+            "lr": self.lr,
+            "steps": self.dmft_steps,
+            "max_steps": 4 * self.dmft_steps,
+            "init_scale": self.init_scale,
+            "weight_decay": self.weight_decay,
+            "n_samples": self.dmft_samples,
+            "rng": self.seeds[0],
+        }
 
     def n_of(self, delta: float) -> int:
         """Sample size ``n = round(delta * d)`` (at least 1)."""

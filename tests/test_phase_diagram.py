@@ -1,0 +1,131 @@
+"""The phase diagram (rmt.experiments.phase_diagram): every cell against a direct call of the
+asymptotic solver, cells without a number reported with their reason, resumable tables, and the
+``rmt phase-diagram`` command (docs/theory.md section 8.10)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import rmt
+from rmt.app.cli import main
+from rmt.experiments import phase_diagram as pd
+from rmt.experiments.store import read_table
+
+#: small DMFT settings: two replicas of 500 draws, searched up to delta = 16
+SMALL = rmt.RunConfig(width=1, dmft_samples=500, dmft_replicas=2, max_delta=16.0)
+
+
+def test_grid_is_read_with_its_types_and_bad_grids_are_refused():
+    assert pd.parse_grid("width=1,2;activation=softplus,tanh") == {
+        "width": (1, 2),
+        "activation": ("softplus", "tanh"),
+    }
+    assert pd.parse_grid({"lr": [0.1, "0.5"]}) == {"lr": (0.1, 0.5)}
+    assert pd.parse_grid("") == pd.DEFAULT_GRID
+    for bad, words in [
+        ("depth=1,2", "grid axis must be one of"),
+        ("width=1;width=2", "given twice"),
+        ("width=1,1", "repeats a value"),
+        ("width=one", "takes int values"),
+        ("width", "name=v1,v2"),
+        ("loss=", "has no values"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            pd.parse_grid(bad)
+    with pytest.raises(ValueError, match="activation"):
+        pd.grid_cells(SMALL, {"activation": ("softplus", "sigmoid")})
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_every_cell_is_the_direct_solve_and_cells_without_a_number_say_why(tmp_path):
+    """softplus/Huber (a transition) and erf/Huber (none, since the population point's curvature
+    blocks are positive semidefinite) at m = 1: each cell equals ``rmt.dmft_delta_nn`` called on
+    its own configuration, ``delta_alg`` is phase retrieval's closed form 1/2 and ``delta_pop``
+    the population threshold."""
+    res = pd.phase_diagram(SMALL, "activation=softplus,erf", out=tmp_path, progress=False)
+    assert [r["activation"] for r in res.rows] == ["softplus", "erf"]
+    for row in res.rows:
+        cfg = rmt.RunConfig(
+            width=1, activation=row["activation"], dmft_samples=500, dmft_replicas=2
+        )
+        direct = rmt.dmft_delta_nn(
+            cfg.model(), cfg.net(), pd.MIN_DELTA, 16.0, replicas=2, **cfg.dmft_options()
+        )
+        assert row["delta_alg"] == pytest.approx(0.5, rel=1e-6)
+        pop = rmt.population_threshold(cfg.model(), cfg.net())
+        assert row["delta_pop"] == pytest.approx(pop.delta_pop, rel=1e-9)
+        if direct.converged:
+            assert row["status"] == "found"
+            assert row["delta_nn"] == pytest.approx(direct.value, rel=1e-12)
+            assert row["stderr"] == pytest.approx(direct.stderr, rel=1e-12)
+        else:
+            assert row["status"] in ("none", "not determined")
+            assert row["delta_nn"] is None and row["stderr"] is None
+            assert row["reason"] == direct.message
+    soft, erf = res.rows
+    assert soft["status"] == "found" and 2.0 < soft["delta_nn"] < 8.0
+    assert erf["status"] == "none" and "no negative Theta* outlier" in erf["reason"]
+    assert not np.isfinite(erf["delta_pop"])
+    # the table on disk holds the same cells, with no number where there is none
+    on_disk = {r["activation"]: r for r in read_table(tmp_path / "phase_diagram.csv")}
+    assert on_disk["softplus"]["delta_nn"] == pytest.approx(soft["delta_nn"], rel=1e-12)
+    assert on_disk["erf"]["delta_nn"] is None and on_disk["erf"]["status"] == "none"
+
+
+def test_a_rerun_computes_only_the_new_cells(tmp_path, monkeypatch):
+    """Cells already in ``phase_diagram.csv`` are read back; a wider grid adds only its new
+    cells, and a folder of other shared settings is refused."""
+    calls = []
+
+    def planted(config, cell):
+        calls.append(cell["activation"])
+        row = {name: getattr(config, name) for name in pd.AXES}
+        row.update(cell, delta_nn=2.0, stderr=0.01, status="found", reason="", replicas=2)
+        row.update(n_samples=500, delta_alg=0.5, delta_pop=0.8, pop_reason="", seconds=0.0)
+        return row
+
+    monkeypatch.setattr(pd, "cell_row", planted)
+    pd.phase_diagram(SMALL, "activation=softplus,tanh", out=tmp_path, progress=False)
+    res = pd.phase_diagram(SMALL, "activation=softplus,tanh,erf", out=tmp_path, progress=False)
+    assert calls == ["softplus", "tanh", "erf"]
+    assert [r["activation"] for r in res.rows] == ["softplus", "tanh", "erf"]
+    assert len(read_table(tmp_path / "phase_diagram.csv")) == 3
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["grid"]["activation"][-1] == "erf"
+    other = rmt.RunConfig(width=1, dmft_samples=800, dmft_replicas=2, max_delta=16.0)
+    with pytest.raises(ValueError, match="dmft_samples"):
+        pd.phase_diagram(other, "activation=softplus", out=tmp_path, progress=False)
+
+
+def test_a_step_size_where_descent_does_not_settle_is_not_a_number():
+    """Quadratic activation, square loss, lr 0.5: gradient descent diverges or does not settle
+    in the DMFT (docs/theory.md 8.10), so the cell has no ``delta_NN``, only the reason."""
+    cfg = rmt.RunConfig(width=1, dmft_samples=400, dmft_replicas=2, max_delta=8.0)
+    row = pd.cell_row(cfg, {"activation": "quadratic", "loss": "square"})
+    assert row["status"] == "not determined" and row["delta_nn"] is None
+    assert row["stderr"] is None and row["reason"]
+
+
+def test_command_writes_table_figures_and_json_and_refuses_a_bad_grid(tmp_path, capsys):
+    out = tmp_path / "pd"
+    args = ["phase-diagram", "--grid", "width=1,2;activation=tanh"]
+    args += ["--dmft-samples", "400", "--dmft-replicas", "2", "--max-delta", "4"]
+    assert main([*args, "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [c["width"] for c in summary["cells"]] == [1, 2]
+    assert all(c["status"] == "none" and c["delta_nn"] is None for c in summary["cells"])
+    for name in ("phase_diagram_lines.png", "phase_diagram_heatmap.png"):
+        assert (out / name).stat().st_size > 10_000
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert set(manifest["files"]) == {
+        "phase_diagram.csv",
+        "phase_diagram.json",
+        "phase_diagram_lines.png",
+        "phase_diagram_heatmap.png",
+    }
+    bad = tmp_path / "bad"
+    assert main(["phase-diagram", "--grid", "depth=1,2", "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "grid axis must be one of" in err[0] and not bad.exists()
