@@ -8,7 +8,9 @@
 3. What gradient descent does from a small random start, ``d = 200``, 7 values of ``delta``:
    the learning transition (final overlap) next to the Hessian transition at the plateau
    ``W1`` (``rmt learn``), both well above the population point's ``delta_pop``.
-4. Figures and tidy tables in ``results/demo``.
+4. The phase diagram: the asymptotic ``delta_NN`` of the DMFT (``d -> inf``) with its
+   standard error against the width, softplus + Huber (``rmt phase-diagram``).
+5. Figures and tidy tables in ``results/demo``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from rmt.app.commands import cmd_learn, cmd_sweep, format_estimate, format_threshold_value
+from rmt.app.commands import (
+    cmd_learn,
+    cmd_phase_diagram,
+    cmd_sweep,
+    format_estimate,
+    format_threshold_value,
+)
 from rmt.app.plotting import save_figure_atomic, threshold_figure
 from rmt.app.report import format_threshold_table
 from rmt.experiments import TABLE_COLUMNS, threshold_table
@@ -38,6 +46,11 @@ def main(argv=None):
     parser.add_argument("--points", type=int, default=8, help="values of delta (default 8)")
     parser.add_argument(
         "--learn-d", type=int, default=200, help="dimension of the GD runs (default %(default)s)"
+    )
+    parser.add_argument(
+        "--phase-widths",
+        default="1,2,3",
+        help="widths of the phase diagram, '' to skip it (default %(default)s)",
     )
     args = parser.parse_args(argv)
 
@@ -100,6 +113,13 @@ def main(argv=None):
         f"{t['delta_pop']}; spectral methods: delta_alg = {t['delta_alg']}. Figures in "
         f"{out / 'learn'}"
     )
+    if args.phase_widths:
+        print(
+            f"\n== the phase diagram: delta_NN of the DMFT (d -> inf) against the width "
+            f"{args.phase_widths}, softplus + Huber =="
+        )
+        grid = f"width={args.phase_widths}"
+        cmd_phase_diagram(replace(base, grid=grid), out / "phase_diagram")
     print(f"demo finished in {time.perf_counter() - t0:.0f} s")
 
 
