@@ -272,3 +272,133 @@ def predicted_escape_time(lambda_out, d, lr) -> EscapeTime:
         raise ValueError(f"lr must be > 0; got {lr!r}")
     time = float(np.log(d) / abs(lam))
     return EscapeTime(time, time / lr)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlateauPrediction:
+    """The predicted length of the plateau from the spectrum at ``W1`` (:func:`plateau_length`).
+
+    ``steps`` is the number of gradient-descent steps from the plateau to the escape, and
+    ``time = lr * steps`` the same in gradient-flow time; both are ``None`` when no escape
+    along ``Theta*`` is predicted, with ``reason`` saying why (no negative outlier, or a bulk
+    direction that grows at least as fast).  ``gap`` is ``edge - outlier``; ``growth`` the
+    per-step factors ``|1 - lr lambda|`` of the outlier and of the left edge;
+    ``log_race_start`` the logarithm of the head start the bulk has (``log(m d)``).
+    """
+
+    steps: float | None
+    time: float | None
+    gap: float
+    growth: tuple
+    log_race_start: float
+    reason: str = ""
+
+
+def _log_bulk_energy(t, log_growth, log_weights) -> float:
+    """``log(atom + int rho(lambda) |1 - lr lambda|^(2 t) dlambda)`` on the quadrature of the
+    density (``log_weights`` include the atom at 0 as a node of growth 1)."""
+    v = log_weights + 2.0 * t * log_growth
+    top = np.max(v)
+    return float(top + np.log(np.sum(np.exp(v - top))))
+
+
+def plateau_length(
+    outlier, edge, eigenvalues, density, *, atom=0.0, width, d, lr, max_steps=1e9
+) -> PlateauPrediction:
+    """The plateau length of gradient descent: the race of the ``Theta*`` outlier with the
+    bulk of the Hessian at ``W1`` (docs/theory.md section 7.7).
+
+    Linearised at the plateau, the component of ``W`` along an eigenvector with eigenvalue
+    ``lambda`` grows by ``|1 - lr lambda|`` per step.  At the plateau the deviation is spread
+    over the ``m d`` directions (each carries ``1 / (m d)`` of it); the outlier's share must
+    outgrow what the whole bulk (and the weights themselves) carry:
+
+        |1 - lr lambda_o|^(2 t) / (m d)  =  1 + atom + int rho(lambda) |1 - lr lambda|^(2 t)
+
+    and the predicted plateau is the root ``t``.  Far from the threshold (the bulk does not
+    grow) it is ``log(m d) / (2 log|1 - lr lambda_o|)``, the ``log d`` law; near it, where the
+    outlier has just left a negative edge (a square-root edge: the bulk term grows like
+    ``t^(-3/2) |1 - lr lambda_e|^(2 t)``), the root grows like ``(m d)^(2/3)`` as the gap closes,
+    and it diverges at the threshold.
+
+    Parameters
+    ----------
+    outlier : float
+        The ``Theta*`` outlier of the Hessian at ``W1``.
+    edge : float
+        The left edge of its bulk.
+    eigenvalues, density : array (p,)
+        A grid over the bulk's support and the bulk density on it (its mass, with ``atom``, is
+        normalised to 1 here).
+    atom : float
+        The mass of the bulk's atom at 0 (directions that neither grow nor shrink).
+    width, d : int
+        The width ``m`` and the dimension: ``m d`` directions.
+    lr : float
+        The step of gradient descent.
+    max_steps : float
+        The longest plateau searched; a root beyond it is reported as ``None``.
+
+    Returns
+    -------
+    PlateauPrediction
+
+    Raises
+    ------
+    ValueError
+        For grids of different sizes, a negative density, or non-positive ``lr``, ``width``,
+        ``d``.
+
+    Examples
+    --------
+    Without a growing bulk the plateau is ``log(m d) / (2 log(1 + lr |lambda_o|))``:
+
+    >>> import numpy as np
+    >>> x = np.linspace(0.5, 1.5, 201)
+    >>> p = plateau_length(-0.2, 0.5, x, np.ones_like(x), width=2, d=1000, lr=0.5)
+    >>> bool(abs(p.steps - np.log(2000) / (2 * np.log(1.1))) < 0.05)
+    True
+    """
+    lr = check_positive_float(lr, "lr")
+    m, d = check_positive_int(width, "width"), check_positive_int(d, "d")
+    x = as_float_array(eigenvalues, "eigenvalues", ndim=1)
+    rho = as_float_array(density, "density", ndim=1)
+    if x.shape != rho.shape or x.size < 2:
+        raise ValueError(f"eigenvalues and density need one shape of >= 2 points; got {x.shape}")
+    if np.any(rho < 0):
+        raise ValueError("density must be nonnegative")
+    atom = check_nonneg_float(atom, "atom")
+    g_o, g_e = abs(1.0 - lr * outlier), abs(1.0 - lr * edge)
+    gap = float(edge - outlier)
+    common = dict(gap=gap, growth=(g_o, g_e), log_race_start=float(np.log(m * d)))
+    if not outlier < min(edge, 0.0):
+        why = "no negative outlier below the bulk: the plateau does not end along Theta*"
+        return PlateauPrediction(steps=None, time=None, reason=why, **common)
+    if g_o <= g_e:
+        why = "a bulk direction grows at least as fast as the outlier: the race is lost"
+        return PlateauPrediction(steps=None, time=None, reason=why, **common)
+    w = np.zeros_like(x)
+    w[1:] += 0.5 * np.diff(x) * rho[1:]
+    w[:-1] += 0.5 * np.diff(x) * rho[:-1]
+    w *= (1.0 - atom) / max(np.sum(w), np.finfo(float).tiny)
+    nodes_g = np.abs(1.0 - lr * x)
+    keep = w > 0
+    log_g = np.concatenate([np.log(nodes_g[keep]), [0.0, 0.0]])  # the atom; the weights, 1
+    log_w = np.concatenate([np.log(w[keep]), [np.log(atom) if atom > 0 else -np.inf, 0.0]])
+
+    def excess(t):
+        return 2.0 * t * np.log(g_o) - np.log(m * d) - _log_bulk_energy(t, log_g, log_w)
+
+    lo, hi = 0.0, 1.0
+    while excess(hi) < 0:
+        lo, hi = hi, 2.0 * hi
+        if hi > max_steps:
+            why = f"the outlier does not outgrow the bulk within {max_steps:.3g} steps"
+            return PlateauPrediction(steps=None, time=None, reason=why, **common)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
+        if hi - lo <= 1e-9 * hi:
+            break
+    steps = 0.5 * (lo + hi)
+    return PlateauPrediction(steps=steps, time=lr * steps, **common)
