@@ -175,6 +175,6 @@ def step_candidates(m: int) -> tuple:
     """
     if m not in GRAD_KERNELS:
         return (loss_grad_generic,)
-    from rmt.kernels.simd import grad4_c4
+    from rmt.kernels.simd import grad4_c4  # lazy: the SIMD module loads only when asked for
 
     return (GRAD_KERNELS[m], grad4_c4)

@@ -41,6 +41,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic, overload
 
+from rmt.kernels import dispatch
 from rmt.kernels._generated.descent_small import row_coefficients
 
 LANES = 8
@@ -715,7 +716,5 @@ def __getattr__(name):
     """``SIMD_TARGET``: the SIMD path of this process (``dispatch.default_target()``), read on
     first use, not at import."""
     if name == "SIMD_TARGET":
-        from rmt.kernels.dispatch import default_target
-
-        return default_target()
+        return dispatch.default_target()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
