@@ -41,6 +41,7 @@ MODULES = (
     "rmt.thresholds.statistics",
     "rmt.dynamics.descent",
     "rmt.dynamics.escape",
+    "rmt.dynamics.dmft",
     "rmt.experiments.config",
     "rmt.experiments.simulation",
     "rmt.experiments.spectra",
@@ -76,6 +77,10 @@ def test_the_public_api_has_examples():
         "outliers",
         "population_point",
         "gradient_descent",
+        "dmft_gd",
+        "dmft_replicas",
+        "dmft_hessian",
+        "theta_margin",
     ):
         assert public in names
 

@@ -1,4 +1,4 @@
-"""Discrete-time dynamical mean-field theory of full-batch GD (docs/theory.md, draft of section 8).
+"""Discrete-time dynamical mean-field theory of full-batch GD (docs/theory.md section 8).
 
 :func:`dmft_gd` solves the effective process of :func:`rmt.gradient_descent`,
 
@@ -115,29 +115,85 @@ def dmft_gd(
     segment=None,
     relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTResult:
-    """Solve the DMFT of full-batch GD (docs/theory.md, eqs. (D1)-(D7)) on ``steps`` steps.
+    """Solve the DMFT of full-batch GD on ``steps`` steps (docs/theory.md section 8.6).
 
-    The curves hold the iterates ``t = 0..steps-1``, so the solve is that of
-    ``steps - 1`` updates: :func:`rmt.gradient_descent` with ``steps - 1`` (whose
-    ``steps`` counts updates) has curves of the same length, step for step.
+    The equations are eqs. (D1)-(D7) of docs/theory.md section 8.  The curves hold the
+    iterates ``t = 0..steps-1``, so the solve is that of ``steps - 1`` updates:
+    :func:`rmt.gradient_descent` with ``steps - 1`` (whose ``steps`` counts updates) has
+    curves of the same length, step for step.
 
-    ``model`` a :class:`rmt.MultiIndexModel`, ``net`` a :class:`rmt.TwoLayerNet` (or any
-    object with ``width``, ``a``, ``sigma(U)`` and ``loss_derivatives(y, f)``), ``delta = n/d``,
-    ``lr``, ``init_scale`` and ``weight_decay`` as in :func:`rmt.gradient_descent`.  ``M0``
-    (``m x k``) is the starting overlap ``W^{0T} Theta*`` (default 0, its ``d -> inf`` limit).
-    ``n_samples`` Monte Carlo draws of the per-sample process (and, for the test loss,
-    ``n_test`` draws of ``(z, y, g)``), all from ``numpy.random.default_rng(rng)`` (a fixed
-    seed by default: the same curves on every call).  ``progress=True`` shows a tqdm bar
-    over the steps (a step costs ``O(N m^3 t^2)``: the late steps are the slow ones).
-    With ``stop_at_plateau`` the solve stops once the plateau rule (``segment``, an
-    :class:`rmt.PlateauRule`, default ``PlateauRule()``; online, as in
-    :func:`rmt.gradient_descent`, on the curves smoothed as in :func:`plateau_of_curves`)
-    confirms a plateau ``window + CURVE_SMOOTHING`` steps after it; ``steps`` is then a
-    maximum, and the result holds the steps done.  The equations are causal, so those steps
-    are exactly those of the full solve.  ``relu_smoothing`` ``h``: a ReLU network is
-    solved with the activation ``w softplus(u / w)``, ``w = h sd(u)`` at each step (docs/theory.md
-    8.11: bias ``O(h^2)``, Monte Carlo variance ``O(1 / (N h))``); other activations ignore it.
-    Returns :class:`DMFTResult`.
+    Parameters
+    ----------
+    model : rmt.MultiIndexModel
+        The data model.
+    net : rmt.TwoLayerNet
+        The network (or any object with ``width``, ``a``, ``sigma(U)`` and
+        ``loss_derivatives(y, f)``); its activation must be one of
+        :data:`SMOOTH_ACTIVATIONS` or ``relu``.
+    delta : float
+        The sample ratio ``n / d``.
+    lr, init_scale, weight_decay : float
+        As in :func:`rmt.gradient_descent`.
+    steps : int
+        The iterates of the curves (a maximum with ``stop_at_plateau``).
+    n_samples : int
+        Monte Carlo draws ``N`` of the per-sample process (at least 2).  A step costs
+        ``O(N m^3 t^2)``: the late steps are the slow ones.
+    n_test : int
+        Draws of ``(z, y, g)`` for the test loss.
+    M0 : array_like (m, k), optional
+        The starting overlap ``W^{0T} Theta*`` (default 0, its ``d -> inf`` limit).
+    rng : int or numpy.random.Generator
+        Seed of every draw, through ``numpy.random.default_rng(rng)`` (a fixed seed by
+        default: the same curves on every call).
+    progress : bool or None
+        A tqdm bar over the steps (:func:`rmt.progress.progress_enabled`).
+    stop_at_plateau : bool
+        Stop once the plateau rule (``segment``; online, as in :func:`rmt.gradient_descent`,
+        on the curves smoothed as in :func:`plateau_of_curves`) confirms a plateau
+        ``window + CURVE_SMOOTHING`` steps after it; the result holds the steps done.  The
+        equations are causal, so those steps are exactly those of the full solve.
+    segment : rmt.PlateauRule, optional
+        The plateau rule (default ``PlateauRule()``).
+    relu_smoothing : float
+        ``h``: a ReLU network is solved with the activation ``w softplus(u / w)``,
+        ``w = h sd(u)`` at each step (docs/theory.md section 8.11: bias ``O(h^2)``, Monte
+        Carlo variance ``O(1 / (N h))``); other activations ignore it.
+
+    Returns
+    -------
+    DMFTResult
+        ``converged`` is False, with the reason in ``message``, when a step fails; the
+        curves are then NaN from that step on.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input (an activation the solver cannot differentiate, say), or a solve
+        that needs more than 80% of the machine's memory (:func:`solve_bytes`), before any
+        work.
+
+    Examples
+    --------
+    A linear target ``y = z`` learnt by one tanh neuron with the square loss, from
+    ``W^0 = 0``.  There ``u^0 = 0`` and ``psi^0 = -y``, so the first update gives
+    ``M(1) = lr E[y z] = lr`` and the first loss is ``E[y^2] / 2 = 1/2`` (up to the
+    Monte Carlo error of the draws); the whole train-loss curve follows gradient descent on
+    a sample with ``d = 400``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("linear")
+    >>> net = rmt.TwoLayerNet(1, activation="tanh", loss="square")
+    >>> res = rmt.dmft_gd(model, net, 2.0, 0.5, 20, init_scale=0.0, n_samples=2000, rng=0)
+    >>> res.converged, res.train_loss.shape
+    (True, (20,))
+    >>> bool(abs(res.M[1, 0, 0] - 0.5) < 0.05), bool(abs(res.train_loss[0] - 0.5) < 0.05)
+    (True, True)
+    >>> run = rmt.gradient_descent(net, model.sample(800, 400, rng=1), steps=19, lr=0.5,
+    ...                            init_scale=0.0)
+    >>> bool(np.max(np.abs(run.loss - res.train_loss)) < 0.02)
+    True
     """
     prob = _Problem.make(
         model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0, relu_smoothing
@@ -171,19 +227,53 @@ class DMFTReplicas:
 
     @property
     def converged(self) -> bool:
+        """Whether every replica converged."""
         return all(r.converged for r in self.results)
 
     @property
     def message(self) -> str:
+        """The message of the first replica's solve (the replicas stop together)."""
         return self.results[0].message
 
     def mean(self, name: str) -> np.ndarray:
-        """The mean over the replicas of the curve ``name`` (one of :data:`CURVES`)."""
+        """The mean over the replicas of the curve ``name``.
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`CURVES`.
+
+        Returns
+        -------
+        numpy.ndarray
+            The mean curve, of the shape of one replica's.
+
+        Raises
+        ------
+        ValueError
+            For another ``name``.
+        """
         return np.mean(self._stack(name), axis=0)
 
     def stderr(self, name: str) -> np.ndarray:
         """The standard error of :meth:`mean`: the replicas' standard deviation over the
-        square root of their number (independent draws)."""
+        square root of their number (independent draws).
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`CURVES`.
+
+        Returns
+        -------
+        numpy.ndarray
+            Of the shape of :meth:`mean`.
+
+        Raises
+        ------
+        ValueError
+            For another ``name``.
+        """
         stack = self._stack(name)
         return np.std(stack, axis=0, ddof=1) / np.sqrt(stack.shape[0])
 
@@ -215,6 +305,9 @@ def dmft_replicas(
 ) -> DMFTReplicas:
     """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
 
+    docs/theory.md section 8.10: the replicas differ only in their draws, so their spread is
+    the Monte Carlo error of a solve.
+
     Parameters
     ----------
     model, net, delta, lr, steps, init_scale, weight_decay, n_test, progress
@@ -241,6 +334,23 @@ def dmft_replicas(
     ------
     TypeError, ValueError
         For bad input, before any work.
+
+    Examples
+    --------
+    The problem of :func:`dmft_gd`: each replica's first update is ``M(1) = lr E[y z]``
+    over its own draws, and the mean over the replicas lies within a few standard errors of
+    its limit ``lr = 0.5``:
+
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("linear")
+    >>> net = rmt.TwoLayerNet(1, activation="tanh", loss="square")
+    >>> reps = rmt.dmft_replicas(model, net, 2.0, 0.5, 10, init_scale=0.0, replicas=3,
+    ...                          n_samples=1000, n_test=2000, rng=0)
+    >>> reps.converged, len(reps.results), reps.mean("train_loss").shape
+    (True, 3, (10,))
+    >>> M1, se = reps.mean("M")[1, 0, 0], reps.stderr("M")[1, 0, 0]
+    >>> bool(0 < se < 0.05), bool(abs(M1 - 0.5) < 4 * se)
+    (True, True)
     """
     prob = _Problem.make(
         model, net, delta, lr, steps, init_scale, weight_decay, n_samples, None, relu_smoothing
@@ -259,8 +369,19 @@ def dmft_replicas(
 
 
 def check_seed(rng) -> None:
-    """Raise TypeError unless ``rng`` is a non-negative int: the replicas' draws are children
-    of ``numpy.random.SeedSequence(rng)``, the same at every call with that seed."""
+    """Check that ``rng`` is a non-negative int: the replicas' draws are children of
+    ``numpy.random.SeedSequence(rng)``, the same at every call with that seed.
+
+    Parameters
+    ----------
+    rng : object
+        The seed to check.
+
+    Raises
+    ------
+    TypeError
+        Unless ``rng`` is a non-negative int (a bool is refused).
+    """
     if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
         raise TypeError(f"rng must be a non-negative int (one seed for every delta); got {rng!r}")
 
@@ -272,9 +393,22 @@ CURVE_SMOOTHING = 6
 
 
 def smoothed_curve(x, h=CURVE_SMOOTHING) -> np.ndarray:
-    """The centred moving average of ``x`` over ``2 j + 1`` steps, ``j = min(h, t)`` (the
-    window shrinks at the start), at the steps ``t`` whose window is complete on the right:
-    ``len(x) - h`` entries, the same whatever follows them."""
+    """The centred moving average of a curve (docs/theory.md section 8.10).
+
+    Parameters
+    ----------
+    x : array_like (T,)
+        The curve.
+    h : int
+        The half-width of the window.
+
+    Returns
+    -------
+    numpy.ndarray (max(T - h, 0),)
+        At each step ``t`` whose window is complete on the right, the mean of ``x`` over
+        the ``2 j + 1`` steps ``t - j .. t + j``, ``j = min(h, t)`` (the window shrinks at the
+        start): the same whatever follows them in ``x``.
+    """
     x = np.asarray(x, dtype=np.float64)
     n = x.size - h
     if n <= 0:
@@ -286,10 +420,24 @@ def smoothed_curve(x, h=CURVE_SMOOTHING) -> np.ndarray:
 
 
 def plateau_of_curves(train_loss, grad_norm, overlap, rule):
-    """The plateau of DMFT curves: :func:`rmt.segment_phases` with the :class:`rmt.PlateauRule`
-    ``rule`` and :data:`ESCAPE_OVERLAP` on the curves smoothed by :func:`smoothed_curve`
-    (docs/theory.md 8.10); returns its :class:`rmt.Phases` (steps of the curves themselves).
-    With ``CURVE_SMOOTHING`` or fewer steps there is nothing to read: no plateau."""
+    """The plateau of DMFT curves (docs/theory.md section 8.10).
+
+    :func:`rmt.segment_phases` with the rule and :data:`ESCAPE_OVERLAP` on the curves
+    smoothed by :func:`smoothed_curve`.  With ``CURVE_SMOOTHING`` or fewer steps there is
+    nothing to read: no plateau.
+
+    Parameters
+    ----------
+    train_loss, grad_norm, overlap : array_like (T,)
+        The curves of a solve (:class:`DMFTResult`) or the mean curves of replicas.
+    rule : rmt.PlateauRule
+        ``window``, ``depth`` and ``flat_rtol`` of the rule.
+
+    Returns
+    -------
+    rmt.Phases
+        The phases, in steps of the curves themselves.
+    """
     curves = [smoothed_curve(c) for c in (train_loss, grad_norm, overlap)]
     if curves[0].size == 0:
         curves = [np.asarray(c, dtype=np.float64)[:1] for c in (train_loss, grad_norm, overlap)]
@@ -493,7 +641,7 @@ def _solve_replicas(prob, draws, progress=False, rule=None):
         smooth = np.full((3, prob.T), np.nan)  # their moving averages, h steps behind
         seg = PhaseSegmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
-    # call, slowed the parallel response kernel that follows
+    # call, would compete with the parallel response kernel that follows
     bar = tqdm(total=prob.T, disable=not progress_enabled(progress), desc="DMFT steps", leave=False)
     with threadpool_limits(limits=1, user_api="blas"), bar, np.errstate(**_QUIET):
         for t in range(prob.T):
@@ -797,10 +945,9 @@ def _test_loss(prob, draws, st, t) -> float:
 # ---------------------------------------------------------------------------------------------
 #: smallest squared Theta* overlap for an outlier to count as the Theta* outlier.  Other
 #: outliers of the DMFT law (along the difference of two neurons, say) have overlap 0 in the
-#: limit and about ``1/N`` from the Monte Carlo sample (7e-4 for N = 1500); the Theta* outlier
-#: leaves the edge with overlap 0 at the BBP point and gains it roughly linearly (phase
-#: retrieval, softplus/Huber, m = 2: 0.043 at delta = 2.5, 0.235 at 3), so the cut moves
-#: ``delta_NN`` up by a few hundredths only
+#: limit and about ``1/N`` from the Monte Carlo sample; the Theta* outlier leaves the edge
+#: with overlap 0 at the BBP point and gains it roughly linearly in ``delta``, so the cut
+#: moves ``delta_NN`` up only slightly (benchmarks/RESULTS.md)
 THETA_OVERLAP_MIN = 0.01
 
 #: the overlap that counts as an escape in the plateau rule, the same in :func:`dmft_hessian`
@@ -809,7 +956,7 @@ ESCAPE_OVERLAP = 0.5
 
 
 def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history=()):
-    """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/theory.md 8.9).
+    """The spike law of the Hessian at step ``t`` of a DMFT solve (docs/theory.md section 8.9).
 
     One node per Monte Carlo draw of the per-sample process: spike coordinates ``zhat =
     (z, Q_perp(t,t)^{-1/2} xi^t)``, the target coordinates and the *cavity* field written in
@@ -820,12 +967,36 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
     of the ``N`` draws.  Directions of ``Q_perp`` with eigenvalue below ``1e-12`` of the
     largest are dropped (``W_perp`` of lower rank).
 
-    ``history``: earlier steps ``s < t`` whose cavity fields ``xi^s`` join the spike
-    coordinates (whitened together with ``xi^t`` by the covariance ``Q_perp(s, s')``).  ``D``
-    depends on ``x`` through the cavity fields of the whole trajectory, not only through
-    ``xi^t``; the default (none) keeps the spike space ``span(Theta*, W(t))`` of the plug-in
-    law, and ``history`` measures what the rest changes (docs/theory.md 8.9: at most 0.6% of the
-    outlier with five times, phase retrieval at ``delta = 4``).
+    Parameters
+    ----------
+    result : DMFTResult
+        A solve with its per-sample process.
+    net : rmt.TwoLayerNet
+        The network of the solve (its curvature blocks).
+    t : int
+        A step in ``[0, result.steps)`` with a finite state.
+    weight_decay : float
+        The shift of the Hessian.
+    history : sequence of int
+        Earlier steps ``s < t`` whose cavity fields ``xi^s`` join the spike coordinates
+        (whitened together with ``xi^t`` by the covariance ``Q_perp(s, s')``).  ``D`` depends
+        on ``x`` through the cavity fields of the whole trajectory, not only through
+        ``xi^t``; the default (none) keeps the spike space ``span(Theta*, W(t))`` of the
+        plug-in law, and ``history`` measures what the rest changes (docs/theory.md
+        section 8.9).
+
+    Returns
+    -------
+    rmt.SpikeLaw
+        The empirical law of the draws, with ``shift = weight_decay``.
+
+    Raises
+    ------
+    TypeError
+        When ``result`` is not a :class:`DMFTResult`.
+    ValueError
+        When it has no per-sample process, ``t`` is outside it, the state at ``t`` is not
+        finite, or a step of ``history`` is not in ``[0, t)``.
     """
     if not isinstance(result, DMFTResult):
         raise TypeError(f"result must be an rmt.DMFTResult; got {type(result).__name__}")
@@ -869,7 +1040,7 @@ def resampled_laws(
     result, model, net, times, n_draws, rng, weight_decay=0.0, relu_smoothing=RELU_SMOOTHING
 ) -> dict:
     """Spike laws of the Hessian at steps ``times`` from fresh draws of the per-sample process
-    at the kernels of a solve (docs/theory.md 8.10).
+    at the kernels of a solve (docs/theory.md section 8.10).
 
     The solve estimates the kernels ``M``, ``R_w`` and ``Q_perp`` from its ``N`` draws, and
     :func:`dmft_law` takes the law at step ``t`` from those same draws.  Here ``n_draws`` new
@@ -891,6 +1062,7 @@ def resampled_laws(
     n_draws : int
         The new draws.
     rng : numpy.random.Generator
+        The generator of the new draws.
     weight_decay : float
         The shift of the Hessian.
     relu_smoothing : float
@@ -904,6 +1076,8 @@ def resampled_laws(
 
     Raises
     ------
+    TypeError
+        When ``result`` is not a :class:`DMFTResult` with its per-sample process.
     ValueError
         For a failed solve or a step outside it.
     """
@@ -951,11 +1125,24 @@ def resampled_laws(
 
 
 def causal_factor(C, m) -> np.ndarray:
-    """The lower-triangular ``L`` with ``L L^T = C`` for the flat covariance ``C`` of a field
-    over steps (``m`` coordinates a step, in step order), by the semidefinite Cholesky of
-    :func:`_factor_row`: a pivot below ``PIVOT_RTOL`` times the largest variance of its step
-    is set to 0 with its column.  ``L`` is causal: row block ``s`` uses the innovations of
-    steps ``<= s`` only (eq. (D7))."""
+    """The causal factor of the covariance of a field over steps (docs/theory.md eq. (D7)).
+
+    The semidefinite Cholesky of :func:`_factor_row`: a pivot below ``PIVOT_RTOL`` times the
+    largest variance of its step is set to 0 with its column.
+
+    Parameters
+    ----------
+    C : numpy.ndarray (b, b)
+        The flat covariance: ``m`` coordinates a step, in step order.
+    m : int
+        The coordinates of a step.
+
+    Returns
+    -------
+    numpy.ndarray (b, b)
+        The lower-triangular ``L`` with ``L L^T = C`` (up to the dropped pivots).  ``L`` is
+        causal: row block ``s`` uses the innovations of steps ``<= s`` only.
+    """
     b = C.shape[0]
     L = np.zeros((b, b))
     for j in range(b):
@@ -1039,19 +1226,64 @@ def dmft_hessian(
     relu_smoothing=RELU_SMOOTHING,
 ) -> DMFTHessian:
     """Edges, outliers and ``Theta*`` overlaps of the Hessian at the end of the first phase,
-    without simulation (docs/theory.md 8.9).
+    without simulation (docs/theory.md section 8.9).
 
-    Solves :func:`dmft_gd` on ``steps`` steps, finds the plateau ``t1`` with the rule of
-    :func:`rmt.segment_phases` (``window``, ``depth``, ``flat_rtol``) on the DMFT train loss,
-    gradient norm and overlap (smoothed, :func:`plateau_of_curves`), and evaluates sections
-    3-4 on :func:`dmft_law` at ``t1``.  The solve costs ``O(N m^3 steps^3)`` (:func:`dmft_gd`),
-    so ``steps`` must cover ``t1 + window + CURVE_SMOOTHING`` but not much more
-    (``progress=True``: a bar over the solve's steps).
-    With ``stop_at_plateau`` the solve stops once the plateau is confirmed (the same ``t1``;
-    ``steps`` is then a maximum, and the curves of ``result`` end ``window +
-    CURVE_SMOOTHING`` steps after ``t1``).  A solve that fails, or a plateau not detected
-    within ``steps``, is returned with ``converged=False`` and the reason in ``message``,
-    never as a number.
+    Solves :func:`dmft_gd`, finds the plateau ``t1`` with the rule of
+    :func:`rmt.segment_phases` on the DMFT train loss, gradient norm and overlap (smoothed,
+    :func:`plateau_of_curves`), and evaluates sections 3-4 on :func:`dmft_law` at ``t1``.
+
+    Parameters
+    ----------
+    model : rmt.MultiIndexModel
+        The data model.
+    net : rmt.TwoLayerNet
+        The network.
+    delta : float
+        The sample ratio ``n / d``.
+    lr, steps, init_scale, weight_decay, n_samples, rng, relu_smoothing
+        As in :func:`dmft_gd`.  The solve costs ``O(N m^3 steps^3)``, so ``steps`` must
+        cover ``t1 + window + CURVE_SMOOTHING`` but not much more.
+    window, depth, flat_rtol
+        The plateau rule (:class:`rmt.PlateauRule`).
+    progress : bool or None
+        A tqdm bar over the solve's steps.
+    stop_at_plateau : bool
+        Stop the solve once the plateau is confirmed (the same ``t1``; ``steps`` is then a
+        maximum, and the curves of ``result`` end ``window + CURVE_SMOOTHING`` steps after
+        ``t1``).
+
+    Returns
+    -------
+    DMFTHessian
+        ``converged`` is False, with the reason in ``message`` and NaN numbers, when the
+        solve fails, no plateau is detected within ``steps``, or the spectrum at ``t1``
+        fails.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input, before any work (as :func:`dmft_gd`).
+
+    Examples
+    --------
+    Phase retrieval with one softplus neuron and the Huber loss at ``delta = 8``: the
+    Hessian at the DMFT plateau has a negative outlier along ``Theta*``, and its squared
+    overlap agrees with the bottom eigenpair of the Hessian at the plateau of gradient
+    descent on a sample with ``d = 400``:
+
+    >>> import rmt
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> net = rmt.TwoLayerNet(1, activation="softplus", loss="huber")
+    >>> h = rmt.dmft_hessian(model, net, 8.0, n_samples=400, steps=300, window=20,
+    ...                      stop_at_plateau=True)
+    >>> h.converged, h.negative, bool(h.theta_outlier < h.edge_lo)
+    (True, True, True)
+    >>> data = model.sample(3200, 400, rng=1)
+    >>> run = rmt.gradient_descent(net, data, steps=400, lr=0.5, rng=2, stop_at_plateau=True)
+    >>> eig = rmt.extreme_eigs(rmt.Hessian(net, data, run.W1), k=2, which="smallest", rng=3)
+    >>> overlap = rmt.overlaps(eig.vectors, data.theta, 1)[0]
+    >>> bool(eig.values[0] < 0), bool(abs(overlap - h.theta_overlap) < 0.05)
+    (True, True)
     """
     res = dmft_gd(
         model,
@@ -1105,7 +1337,8 @@ def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
 
 
 def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> DMFTHessian:
-    """Edges, outliers, overlaps and BBP margins of the Hessian at step ``t1`` of a DMFT solve.
+    """Edges, outliers, overlaps and BBP margins of the Hessian at step ``t1`` of a DMFT solve
+    (docs/theory.md section 8.9).
 
     Parameters
     ----------
@@ -1125,8 +1358,13 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
     Returns
     -------
     DMFTHessian
-        At the law of step ``t1`` (docs/theory.md 8.9); ``converged`` is False, with the
-        reason, when the spectrum or the margin of that law failed.
+        At the law of step ``t1``; ``converged`` is False, with the reason, when the
+        spectrum or the margin of that law failed.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`dmft_law`, when the law is built here (``t1`` outside the solve, say).
     """
     law = dmft_law(result, net, t1, weight_decay) if law is None else law
     try:
@@ -1162,8 +1400,8 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
 
 #: the least weight along ``Theta*`` of an eigenvector of the spike matrix at the edge for its
 #: eigenvalue to enter the ``Theta*`` BBP margin (:func:`theta_margin`).  With Monte Carlo
-#: nodes every eigenvector has some weight there; those of the ``Theta*`` pair carry most of it
-#: (0.99 for phase retrieval, m = 2, near ``delta_NN``), the others a few percent
+#: nodes every eigenvector has some weight there; those of the ``Theta*`` pair carry most of
+#: it, the others little (benchmarks/RESULTS.md)
 THETA_WEIGHT_MIN = 0.5
 
 
@@ -1190,6 +1428,22 @@ def theta_margin(law, delta) -> float:
     ValueError
         When the left edge is an atom or unbounded, or no eigenvector lies mainly along
         ``Theta*``: then there is no such margin.
+
+    Examples
+    --------
+    The spectral matrix of phase retrieval with ``T(y) = 1/y - 1``, the Lu & Li estimator
+    with its sign flipped, has its ``Theta*`` outlier on the left, and the published
+    threshold ``delta = 1/2`` (docs/theory.md section 4.5) is the root of the margin:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> from scipy.optimize import brentq
+    >>> model = rmt.MultiIndexModel("phase_retrieval")
+    >>> law = rmt.SpikeLaw.spectral(model, lambda y: 1.0 / y - 1.0, T_bounds=(-1.0, np.inf))
+    >>> bool(rmt.theta_margin(law, 0.4) < 0 < rmt.theta_margin(law, 1.0))
+    True
+    >>> round(brentq(lambda x: rmt.theta_margin(law, x), 0.3, 1.0, xtol=1e-10), 6)
+    0.5
     """
     mp = MPSystem(law, delta)
     edge, kind, G_edge, points = edge_and_branch(mp, -1)

@@ -103,7 +103,23 @@ class DMFTEvaluation:
 
     def stderr(self, name: str) -> float:
         """The standard error of :meth:`mean`: the replicas' standard deviation over the square
-        root of their number (independent draws)."""
+        root of their number (independent draws).
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`HESSIAN_NUMBERS`.
+
+        Returns
+        -------
+        float
+            The standard error; NaN when a replica has no such number.
+
+        Raises
+        ------
+        ValueError
+            For another ``name``, or an evaluation that did not converge.
+        """
         v = self._values(name)
         return float(np.std(v, ddof=1) / np.sqrt(v.size))
 
@@ -184,8 +200,9 @@ def dmft_margin(
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/theory.md 8.10).
 
-    The replicas are solved in lockstep (:func:`rmt.dynamics.dmft.dmft_replicas`) and stop at the plateau
-    of their mean curves, ``t1``; each replica's Hessian at ``t1`` gives a learning margin.
+    The replicas are solved in lockstep (:func:`rmt.dynamics.dmft.dmft_replicas`) and stop at
+    the plateau of their mean curves, ``t1``; each replica's Hessian at ``t1`` gives a
+    learning margin.
     The standard error is the jackknife over the replicas, with the plateau itself found
     again on the mean curves of each leave-one-out set.
 
@@ -214,8 +231,8 @@ def dmft_margin(
         The width of the smoothed ReLU, as in :func:`rmt.dmft_gd` (other activations ignore it).
     law_draws : int or None
         Each replica's Hessian law at the plateau from this many fresh draws of the
-        per-sample process at its solved kernels (:func:`rmt.dynamics.dmft.resampled_laws`, seeded
-        from ``rng`` and the replica); None: from the solve's own ``n_samples`` draws.
+        per-sample process at its solved kernels (:func:`rmt.dynamics.dmft.resampled_laws`,
+        seeded from ``rng`` and the replica); None: from the solve's own ``n_samples`` draws.
     first_replica : int
         The index of the first replica (its seeds): a call with ``first_replica = R``
         extends one of ``R`` replicas with new, independent ones.
@@ -566,8 +583,9 @@ def dmft_delta_nn(
     lo, hi : float
         The range searched.
     start : float
-        The first ``delta`` (clipped into ``[lo, hi]``); the search walks from it by factors
-        of 2 until the mean learning margin changes sign, then refines the root.
+        The first ``delta`` (clipped into ``[lo, hi]``); the search walks from it (a factor
+        1.5, then secant steps of at most a factor 2) until the mean learning margin changes
+        sign, then refines the root by regula falsi.
     rtol : float
         The search stops when the bracket's ends are within a factor ``1 + rtol``; the value
         is interpolated linearly between them.
