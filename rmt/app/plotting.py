@@ -307,23 +307,19 @@ def no_transition_text(what, reason=None, deltas=None) -> str:
     return text
 
 
+def _simulated_points(ax, rows, column, label):
+    """The seed mean +- sd of ``column`` at each ``delta`` (:func:`summarize_by_delta`)."""
+    dl, mean, std = summarize_by_delta(rows, column)
+    ax.errorbar(dl, mean, yerr=std, fmt="o", color=SIM_COLOR, ms=4, capsize=3, label=label)
+
+
 def plot_outlier_location(ax, rows, theory_curve=None, thresholds=None, legend=True, reason=None):
     """Bottom eigenvalue against ``delta``: simulation (mean +- sd over seeds), theory, edge.
 
     Only the predicted curves that have a finite value are drawn (and listed in the legend);
     where the theory predicts no outlier over the whole range, the panel says "no transition",
     with ``reason`` (why there is none, e.g. ``ThresholdResult.reason``) when it is given."""
-    dl, mean, std = summarize_by_delta(rows, "eigenvalue")
-    ax.errorbar(
-        dl,
-        mean,
-        yerr=std,
-        fmt="o",
-        color=SIM_COLOR,
-        ms=4,
-        capsize=3,
-        label="simulation: bottom eigenvalue",
-    )
+    _simulated_points(ax, rows, "eigenvalue", "simulation: bottom eigenvalue")
     if theory_curve is not None:
         x = np.asarray(theory_curve["delta"], dtype=float)
         edge, has_edge = _finite(theory_curve["edge_lo"])
@@ -347,17 +343,7 @@ def plot_overlap(ax, rows, theory_curve=None, thresholds=None, legend=True, reas
     """Squared overlap of the bottom eigenvector with ``Theta*`` against ``delta``; without a
     predicted outlier anywhere in the range the panel says "no transition" (with ``reason``)
     instead of drawing an empty prediction."""
-    dl, mean, std = summarize_by_delta(rows, "overlap_theta")
-    ax.errorbar(
-        dl,
-        mean,
-        yerr=std,
-        fmt="o",
-        color=SIM_COLOR,
-        ms=4,
-        capsize=3,
-        label="simulation: overlap of the bottom eigenvector",
-    )
+    _simulated_points(ax, rows, "overlap_theta", "simulation: overlap of the bottom eigenvector")
     if theory_curve is not None:
         x = np.asarray(theory_curve["delta"], dtype=float)
         overlap, has_overlap = _finite(theory_curve["overlap_theta"])
@@ -1039,4 +1025,104 @@ def phase_diagram_figures(rows, grid, title="") -> dict:
             fig.colorbar(image, ax=axes[0].tolist(), label="delta_NN (DMFT)")
             set_title(fig, title)
             figs["phase_diagram_heatmap.png"] = fig
+    return figs
+
+
+def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, legend=True):
+    """The plateau length of gradient descent against ``delta``: the simulated median with its
+    quartiles (bars) at each ``d``, the predicted curve of the same colour (docs/theory.md 7.7),
+    and ``delta_NN`` of the DMFT.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    summary : list of dict
+        Per ``(d, delta)``: ``median``, ``q25``, ``q75`` (``None`` where censored: beyond the step
+        budget, drawn as an open triangle at ``budget``).
+    predicted : list of dict
+        ``d``, ``delta``, ``predicted_steps`` (``None`` where no escape is predicted).
+    delta_nn : float or dict, optional
+        The threshold (a number, or ``{"delta": value, "stderr": se}``).
+    budget : float, optional
+        The step budget of the runs.
+    """
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({int(s["d"]) for s in summary} | {int(p["d"]) for p in predicted})
+    cmap = plt.get_cmap("tab10")
+    for i, d in enumerate(sizes):
+        color = cmap(i)
+        rows = sorted((s for s in summary if int(s["d"]) == d), key=lambda s: s["delta"])
+        done = [s for s in rows if s["median"] is not None]
+        if done:
+            x = np.array([s["delta"] for s in done])
+            med = np.array([s["median"] for s in done], dtype=float)
+            lo = np.array([s["q25"] if s["q25"] is not None else s["median"] for s in done])
+            hi = np.array([s["q75"] if s["q75"] is not None else np.nan for s in done])
+            hi = np.where(np.isfinite(hi), hi, budget if budget else med)
+            ax.errorbar(x, med, yerr=[med - lo, hi - med], fmt="o", ms=5, capsize=3,
+                        color=color, label=f"GD, d = {d}: median, quartiles")  # fmt: skip
+        cut = [s for s in rows if s["median"] is None]
+        if cut and budget:
+            ax.plot([s["delta"] for s in cut], [budget] * len(cut), "^", mfc="none", color=color,
+                    ms=7, label=f"d = {d}: median beyond the budget")  # fmt: skip
+        pred = sorted(
+            (p for p in predicted if int(p["d"]) == d and p["predicted_steps"] is not None),
+            key=lambda p: p["delta"],
+        )
+        if pred:
+            ax.plot([p["delta"] for p in pred], [p["predicted_steps"] for p in pred], "--",
+                    color=color, lw=1.4, label=f"predicted, d = {d}")  # fmt: skip
+    if delta_nn is not None:
+        mark_thresholds(ax, {"delta_nn": delta_nn})
+    ax.set_yscale("log")
+    ax.set_xlabel(r"$\delta = n/d$")
+    ax.set_ylabel("plateau length (steps)")
+    if legend:
+        _axes_legend(ax)
+    return ax
+
+
+def plot_delay_curves(ax, runs, legend=True):
+    """Train (solid) and test (dashed) loss against steps for a few ``delta`` near the
+    threshold: the plateau, then the sudden fall when ``Theta*`` is learned.
+
+    ``runs`` is ``{delta: GDRun}`` (runs with a test set); each run's plateau and escape are
+    marked (open circle, filled square)."""
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    for i, (x, run) in enumerate(sorted(runs.items())):
+        color = cmap(i / max(len(runs) - 1, 1))
+        steps = np.arange(len(run.loss))
+        ax.semilogy(steps, run.loss, color=color, lw=1.1, label=rf"$\delta$ = {x:g}: train")
+        if run.test_loss is not None:
+            ax.semilogy(steps, run.test_loss, "--", color=color, lw=1.1, label="test")
+        for t, marker in ((run.plateau_step, "o"), (run.escape_step, "s")):
+            if t is not None:
+                ax.plot(
+                    [t], [run.loss[t]], marker, color=color, mfc="none" if marker == "o" else color
+                )
+    ax.plot([], [], "o", color="0.3", mfc="none", label="plateau W1")
+    ax.plot([], [], "s", color="0.3", label="escape (overlap 0.5)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    if legend:
+        _axes_legend(ax)
+    return ax
+
+
+def grokking_figures(summary, predicted, runs, delta_nn=None, budget=None, title="") -> dict:
+    """The figures of the grokking-like delay: ``plateau_length.png`` (:func:`plot_plateau_lengths`)
+    and ``delay_curves.png`` (:func:`plot_delay_curves`); returns ``{file name: Figure}``."""
+    fig, axes = new_figure(1, 1, width=6.2, height=4.2)
+    plot_plateau_lengths(axes[0][0], summary, predicted, delta_nn, budget, legend=False)
+    figure_legend(fig, axes, ncols=2)
+    set_title(fig, title)
+    figs = {"plateau_length.png": fig}
+    fig, axes = new_figure(1, 1, width=6.2, height=4.0)
+    plot_delay_curves(axes[0][0], runs, legend=False)
+    figure_legend(fig, axes, ncols=3)
+    set_title(fig, title)
+    figs["delay_curves.png"] = fig
     return figs
