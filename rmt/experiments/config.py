@@ -45,13 +45,42 @@ def option(default, help, commands=RUN_COMMANDS, group="configuration", **cli):
 
 
 def seed_range(count) -> tuple[int, ...]:
-    """Seeds ``0..count-1`` (what a count of seeds means)."""
+    """Seeds ``0..count-1`` (what a count of seeds means).
+
+    Parameters
+    ----------
+    count : int
+        The number of seeds, at least 1.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    TypeError, ValueError
+        Unless ``count`` is a positive int.
+    """
     count = check_positive_int(count, "seeds")
     return tuple(range(count))
 
 
 def parse_sizes(spec) -> tuple[int, ...]:
-    """Parse ``"500,1000"`` (or a sequence) into a tuple of dimensions, each at least 2."""
+    """Parse ``"500,1000"`` (or a sequence) into a tuple of dimensions, each at least 2.
+
+    Parameters
+    ----------
+    spec : str or sequence of int
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    TypeError, ValueError
+        For text that is not a list of integers, or a dimension below 2.
+    """
     if isinstance(spec, str):
         try:
             spec = [int(p) for p in spec.split(",") if p.strip()]
@@ -63,7 +92,30 @@ def parse_sizes(spec) -> tuple[int, ...]:
 def parse_deltas(spec) -> tuple[float, ...]:
     """Parse ``"2"``, ``"1,2,4"`` or a range ``"start:stop:num"`` (inclusive, like linspace).
 
-    Sequences of numbers pass through.  Every value must be finite and positive.
+    Parameters
+    ----------
+    spec : str, float or sequence of float
+        A number, a comma-separated list, a range ``"start:stop:num"`` (``num`` values from
+        ``start`` to ``stop``, both included), or numbers, which pass through.
+
+    Returns
+    -------
+    tuple of float
+        The sample ratios ``delta``.
+
+    Raises
+    ------
+    ValueError
+        For text of another form, ``num < 1``, or a value that is not finite and positive.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rmt import parse_deltas
+    >>> parse_deltas("1,2,4"), parse_deltas(2)
+    ((1.0, 2.0, 4.0), (2.0,))
+    >>> parse_deltas("1:3:5") == tuple(np.linspace(1, 3, 5))
+    True
     """
     if isinstance(spec, str):
         text = spec.strip()
@@ -99,8 +151,27 @@ def parse_deltas(spec) -> tuple[float, ...]:
 class RunConfig:
     """One configuration of data model, network, point, sizes and run options.
 
-    ``deltas`` are sample ratios ``n/d``; ``seeds`` are explicit integer seeds, and the data at
-    ``(delta, seed)`` are drawn from ``numpy.random.default_rng([seed, round(1e6 * delta)])``.
+    ``deltas`` are sample ratios ``n/d`` (anything :func:`parse_deltas` reads); ``seeds`` are
+    explicit integer seeds, and the data at ``(delta, seed)`` are drawn from
+    ``numpy.random.default_rng([seed, round(1e6 * delta)])``.  Each field's help text is its
+    metadata (:func:`option`); every field is checked when the configuration is made.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a field out of its range or choices (an unknown target, activation, loss, point
+        or eigensolver, say).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> cfg = rmt.RunConfig(d=100, deltas="2:4:3", width=3)
+    >>> cfg.deltas, cfg.n_of(2.5), cfg.net().width, cfg.model().k
+    ((2.0, 3.0, 4.0), 250, 3, 1)
+    >>> a = cfg.rng_for(3.0, 0).standard_normal(2)
+    >>> bool(np.all(a == np.random.default_rng([0, 3_000_000]).standard_normal(2)))
+    True
     """
 
     target: str = option("phase_retrieval", "registry target", group="data and network")
@@ -261,9 +332,11 @@ class RunConfig:
             raise TypeError(f"scheduler must be None or a string; got {self.scheduler!r}")
 
     def model(self) -> MultiIndexModel:
+        """The data model of ``target``, ``k`` and ``noise``."""
         return MultiIndexModel(self.target, k=self.k, noise=self.noise)
 
     def net(self) -> TwoLayerNet:
+        """The network of ``width``, ``activation``, ``loss`` and ``huber_delta``."""
         return TwoLayerNet(self.width, self.activation, self.loss, huber_delta=self.huber_delta)
 
     def dmft_options(self) -> dict:
@@ -291,6 +364,8 @@ class RunConfig:
         return max(1, int(round(delta * self.d)))
 
     def rng_for(self, delta: float, seed: int) -> np.random.Generator:
+        """The generator of the data at ``(delta, seed)``:
+        ``numpy.random.default_rng([seed, round(1e6 * delta)])``."""
         return np.random.default_rng([int(seed), int(round(1e6 * delta))])
 
     def to_dict(self, command: str | None = None) -> dict:

@@ -296,10 +296,43 @@ def plugin_at_plateau(config, data, run, delta, rng) -> dict:
 
 @adaptive_threads
 def learn_point(config, delta, seed) -> dict:
-    """Everything recorded for one run: ``{"row": ..., "eigs": [...], "curves": [...]}``.
+    """Everything recorded for one gradient-descent run (docs/theory.md sections 7.1-7.5).
 
-    BLAS runs on one thread, as on a single-threaded Dask worker, so a run gives the same
-    numbers wherever it runs.
+    Gradient descent from the stream of ``(delta, seed)``, the bottom eigenpairs of the
+    Hessian at its plateau ``W1``, the outlier decision, the predicted escape and the
+    cavity-corrected plug-in prediction.  BLAS runs on one thread, as on a single-threaded
+    Dask worker, so a run gives the same numbers wherever it runs.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        Model, network, ``d`` and training options (``train_steps``, ``lr``, ...).
+    delta : float
+        The sample ratio ``n / d``.
+    seed : int
+        The run seed.
+
+    Returns
+    -------
+    dict
+        ``{"row": ..., "eigs": [...], "curves": [...]}``: the run's row
+        (:data:`LEARN_COLUMNS`; the spectral entries are ``None`` without a plateau), one
+        row per bottom eigenpair at ``W1``, and one row per step of the curves.
+
+    Examples
+    --------
+    Phase retrieval at ``delta = 6``: the run learns (final overlap at least
+    :data:`LEARNED_OVERLAP`) after its plateau, and the row's bottom eigenpair is the first
+    of the eigenpairs at ``W1``:
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig(d=60, point="trained", train_steps=400)
+    >>> out = rmt.learn_point(cfg, 6.0, 0)
+    >>> row = out["row"]
+    >>> row["learned"], row["final_overlap"] >= 0.5, row["plateau_step"] < row["escape_step"]
+    (True, True, True)
+    >>> row["bottom_eigenvalue"] == out["eigs"][0]["eigenvalue"]
+    True
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return _learn_point(config, float(delta), int(seed))

@@ -108,9 +108,32 @@ def _theory_pair(config, sim, delta, point=None):
 def run_point(config: RunConfig, delta: float, seed: int, point=None) -> list[dict]:
     """Simulate and predict one ``(delta, seed)`` point; return its tidy rows.
 
-    ``point`` is the :class:`rmt.Point` (default: :func:`prepare_point` of ``config``).  BLAS
-    runs on one thread here, as it does on a single-threaded Dask worker, and the Numba
-    products sum fixed row chunks, so a point gives bit-identical rows wherever it runs.
+    The smallest eigenpairs of the simulated Hessian next to the predictions of the Gaussian
+    law and of the plug-in law (docs/theory.md sections 3, 4 and 6).  BLAS runs on one thread
+    here, as it does on a single-threaded Dask worker, and the Numba products sum fixed row
+    chunks, so a point gives bit-identical rows wherever it runs.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        Model, network, point, ``d``, ``n_eigs`` and eigensolver.
+    delta : float
+        The sample ratio ``n / d``.
+    seed : int
+        The run seed.
+    point : rmt.Point, optional
+        Default: :func:`prepare_point` of ``config``.
+
+    Returns
+    -------
+    list of dict
+        ``config.n_eigs`` rows with the columns :data:`SWEEP_COLUMNS`
+        (:data:`SWEEP_COLUMN_DOCS`), smallest eigenvalue first.
+
+    Raises
+    ------
+    RuntimeError
+        When the point fails (:func:`prepare_point`).
     """
     point = prepare_point(config) if point is None else point
     with threadpool_limits(limits=1, user_api="blas"):
@@ -160,15 +183,41 @@ def _nth(values, i):
 
 @adaptive_threads
 def run_sweep(config: RunConfig, out=None, scheduler=None, progress=None, point=None) -> list[dict]:
-    """Run every ``(delta, seed)`` of ``config``; return all rows, old and new.
+    """Run every ``(delta, seed)`` of ``config`` (:func:`run_point`); return all rows, old and
+    new.
 
     With ``out``, rows go to ``out/sweep.csv`` as each point finishes and ``out/manifest.json``
     records the configuration, versions, seeds, timings and status.  A rerun with the same
     ``out`` skips the points already in the CSV, so an interrupted sweep resumes where it
     stopped.  ``scheduler`` (default ``config.scheduler``) is passed to
-    :func:`rmt.operators.distributed.run_tasks` (``None``: serial; ``"local"``: a Dask ``LocalCluster``;
-    or a scheduler address or Client).  ``point`` is the :class:`rmt.Point` when the caller has
+    :func:`rmt.operators.distributed.run_tasks` (``None``: serial; ``"local"``: a Dask
+    ``LocalCluster``; or a scheduler address or Client).  ``point`` is the :class:`rmt.Point` when the caller has
     built it already (:func:`prepare_point`).
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+    out : path-like, optional
+        The folder of ``sweep.csv``, ``columns.json`` and ``manifest.json``.
+    scheduler : None, "local", str or distributed.Client, optional
+        Default ``config.scheduler``.
+    progress : bool or None
+        A bar over the points.
+    point : rmt.Point, optional
+
+    Returns
+    -------
+    list of dict
+        The rows (:data:`SWEEP_COLUMNS`), sorted by ``delta``, seed and index.
+
+    Raises
+    ------
+    TypeError
+        When ``config`` is not an :class:`rmt.RunConfig`.
+    ValueError
+        When ``out`` holds a sweep of another configuration.
+    rmt.TasksFailedError
+        When some points raised (the others are written).
     """
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be an rmt.RunConfig; got {type(config).__name__}")
@@ -264,7 +313,21 @@ class SweepTheory:
 
 @adaptive_threads
 def sweep_theory(config: RunConfig, point, n_curve=40, n_spectra=4) -> SweepTheory:
-    """The predicted curves, the thresholds they mark, and a row of full spectra."""
+    """The predicted curves, the thresholds they mark, and a row of full spectra.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+    point : rmt.Point
+    n_curve : int
+        Points of the geometric grid of the curves over the swept range.
+    n_spectra : int
+        The most full spectra (:func:`spectrum_panel`), at swept ``delta``.
+
+    Returns
+    -------
+    SweepTheory
+    """
     law = point_law(config, point)
     lo, hi = min(config.deltas), max(config.deltas)
     theory = SweepTheory(None)
