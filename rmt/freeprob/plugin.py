@@ -90,9 +90,20 @@ def _check_net_data(net, data):
 
 
 def sample_gradients(net, data, W) -> np.ndarray:
-    """Per-sample gradient coefficients ``G[i] = l'(y_i, f_i) a * sigma'(u_i)`` (``n x m``).
+    """Per-sample gradient coefficients ``G[i] = l'(y_i, f_i) a * sigma'(u_i)``.
 
-    The gradient of the mean loss is ``X^T G / n`` (docs/theory.md section 2)."""
+    The gradient of the mean loss is ``X^T G / n`` (docs/theory.md section 1.3).
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+    data : rmt.Dataset
+    W : numpy.ndarray (d, m)
+
+    Returns
+    -------
+    numpy.ndarray (n, m)
+    """
     sig, ds, _ = net.sigma(data.X @ W)
     _, dl, _ = net.loss_derivatives(data.y, sig @ net.a)
     return (dl[:, None] * ds) * net.a[None, :]
@@ -101,8 +112,34 @@ def sample_gradients(net, data, W) -> np.ndarray:
 def first_phase_trajectory(
     net, data, W0=None, *, lr=0.5, init_scale=1e-2, max_steps=5000, rng=None
 ) -> FirstPhaseTrajectory:
-    """Gradient descent from ``W0`` (default ``init_scale * N(0, 1/d)``) stopped at the first
-    local minimum of the gradient norm: the first plateau, before the escape (docs/theory.md sec. 6).
+    """Gradient descent stopped at the first local minimum of the gradient norm: the first
+    plateau, before the escape (docs/theory.md sections 6 and 7.5).
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+    data : rmt.Dataset
+        With ``theta``.
+    W0 : array_like (d, m), optional
+        The start; default ``init_scale * N(0, 1/d)`` entries drawn from ``rng``.
+    lr : float
+        The step size, positive.
+    init_scale : float
+        The scale of the default start.
+    max_steps : int
+        The most updates (at least 2).
+    rng : int or numpy.random.Generator, optional
+        Seed of the default start.
+
+    Returns
+    -------
+    FirstPhaseTrajectory
+        ``stopped`` is False when ``max_steps`` ran out first.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input (a dataset without ``theta``, ``lr <= 0``, say).
     """
     _check_net_data(net, data)
     lr = check_nonneg_float(lr, "lr")
@@ -133,10 +170,31 @@ def _hvp(X, D, V):
 
 
 def response_kernel(net, data, trajectory, *, probes=8, rng=None) -> np.ndarray:
-    """``R_s = (1/n) Tr_d prod_{u=s+1}^{T-1} (I - lr H(W_u))`` (``T x m x m``), by Hutchinson.
+    """``R_s = (1/n) Tr_d prod_{u=s+1}^{T-1} (I - lr H(W_u))`` by Hutchinson (module doc).
 
     Each probe ``xi`` (``d x m``) is propagated backwards, ``eta_s = (I - lr H_{s+1}) eta_{s+1}``
-    from ``eta_{T-1} = xi``, and ``R_s += xi^T eta_s / (n probes)``."""
+    from ``eta_{T-1} = xi``, and ``R_s += xi^T eta_s / (n probes)``.
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+    data : rmt.Dataset
+        With ``theta``.
+    trajectory : FirstPhaseTrajectory
+    probes : int
+        Hutchinson probes.
+    rng : int or numpy.random.Generator, optional
+        Seed of the probes.
+
+    Returns
+    -------
+    numpy.ndarray (T, m, m)
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input.
+    """
     _check_net_data(net, data)
     if not isinstance(trajectory, FirstPhaseTrajectory):
         raise TypeError(f"trajectory must be a FirstPhaseTrajectory; got {type(trajectory)}")
@@ -155,10 +213,58 @@ def response_kernel(net, data, trajectory, *, probes=8, rng=None) -> np.ndarray:
 
 
 def cavity_self_term(net, data, trajectory, *, probes=8, rng=None) -> np.ndarray:
-    """Self-term ``u_i - W^{(-i)T} x_i = -lr sum_s R_s g_i(s)`` of every sample (``n x m``).
+    """Self-term ``u_i - W^{(-i)T} x_i = -lr sum_s R_s g_i(s)`` of every sample
+    (docs/theory.md section 7.5; module doc).
 
     ``W^{(-i)}`` is the gradient-descent trajectory without sample ``i``; ``R_s`` is
-    :func:`response_kernel` and ``g_i(s)`` the per-sample gradient (:func:`sample_gradients`)."""
+    :func:`response_kernel` and ``g_i(s)`` the per-sample gradient (:func:`sample_gradients`).
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+    data : rmt.Dataset
+        With ``theta``.
+    trajectory : FirstPhaseTrajectory
+        The first phase (:func:`first_phase_trajectory`).
+    probes : int
+        Hutchinson probes of the traces.
+    rng : int or numpy.random.Generator, optional
+        Seed of the probes.
+
+    Returns
+    -------
+    numpy.ndarray (n, m)
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input.
+
+    Examples
+    --------
+    Against the exact leave-one-out: gradient descent rerun without sample ``i`` (same
+    ``1/n``), from the same start, for the same steps, gives ``x_i^T (W - W^{(-i)})``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> from rmt.freeprob.plugin import first_phase_trajectory, sample_gradients
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(600, 150, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    >>> traj = first_phase_trajectory(net, data, lr=0.5, rng=1, max_steps=300)
+    >>> self_term = rmt.cavity_self_term(net, data, traj, probes=8, rng=2)
+    >>> def leave_out(i):
+    ...     keep = np.arange(data.n) != i
+    ...     rest = rmt.Dataset(data.X[keep], data.y[keep], data.theta)
+    ...     W = traj.iterates[0]
+    ...     for _ in range(traj.steps):
+    ...         W = W - 0.5 * rest.X.T @ sample_gradients(net, rest, W) / data.n
+    ...     return data.X[i] @ (traj.W - W)
+    >>> exact = np.array([leave_out(i) for i in range(5)])
+    >>> traj.stopped, self_term.shape
+    (True, (600, 2))
+    >>> bool(np.corrcoef(exact.ravel(), self_term[:5].ravel())[0, 1] > 0.95)
+    True
+    """
     R = response_kernel(net, data, trajectory, probes=probes, rng=rng)
     out = np.zeros((data.n, net.width))
     for s in range(trajectory.steps):
@@ -172,7 +278,51 @@ def plugin_law(net, data, W, *, self_term=None, weight_decay=0.0) -> SpikeLaw:
     ``self_term`` (``n x m``, from :func:`cavity_self_term`) is subtracted from the
     pre-activations before they are written in the orthonormal basis ``U`` of ``W`` off
     ``Theta*``; ``None`` (a data-independent ``W``) gives the naive plug-in law, whose spike
-    coordinates are ``B^T x_i`` with ``B = [Theta*, U]``.  ``D_i`` is the sample's own block.
+    coordinates are ``B^T x_i`` with ``B = [Theta*, U]``.  ``D_i`` is the sample's own block
+    (docs/theory.md sections 6 and 7.5).
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+    data : rmt.Dataset
+        With ``theta``.
+    W : array_like (d, m)
+        The weights.
+    self_term : array_like (n, m), optional
+        The cavity self-term (:func:`cavity_self_term`).
+    weight_decay : float
+        The shift of the law.
+
+    Returns
+    -------
+    rmt.SpikeLaw
+        The empirical law of the ``n`` samples.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input (a dataset without ``theta``, a ``self_term`` of another shape).
+
+    Examples
+    --------
+    At a data-independent ``W`` the nodes are the samples: the spike coordinates are
+    ``(X Theta*, X U)`` and the curvature blocks those of the Hessian; the predicted right
+    edge is near the largest eigenvalue of the dense Hessian:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(1000, 200, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+    >>> W = np.random.default_rng(1).standard_normal((200, 2)) / np.sqrt(200)
+    >>> law = rmt.plugin_law(net, data, W)
+    >>> H = rmt.Hessian(net, data, W)
+    >>> law.zhat.shape, bool(np.allclose(law.zhat[:, 0], data.X @ data.theta[:, 0]))
+    ((1000, 3), True)
+    >>> bool(np.allclose(law.D, H.D))
+    True
+    >>> top = np.linalg.eigvalsh(H.to_dense())[-1]
+    >>> bool(abs(rmt.bulk_edges(law, 5.0).hi - top) < 0.05 * top)
+    True
     """
     _check_net_data(net, data)
     W = net.check_weights(W, data.d)
@@ -216,7 +366,27 @@ class PluginPrediction:
 
 
 def plugin_prediction(law, delta, *, side="left") -> PluginPrediction:
-    """Edges and outliers of ``law`` at ``delta`` (docs/theory.md sections 3-4), as one record."""
+    """Edges and outliers of ``law`` at ``delta`` (docs/theory.md sections 3-4), as one record.
+
+    Parameters
+    ----------
+    law : rmt.SpikeLaw
+    delta : float
+        The sample ratio ``n / d``.
+    side : {"left", "right"}
+        The side of the outliers.
+
+    Returns
+    -------
+    PluginPrediction
+
+    Raises
+    ------
+    TypeError
+        When ``law`` is not an :class:`rmt.SpikeLaw`.
+    rmt.ConvergenceError, ValueError
+        When the edges or outliers fail.
+    """
     if not isinstance(law, SpikeLaw):
         raise TypeError(f"law must be an rmt.SpikeLaw; got {type(law).__name__}")
     edges = bulk_edges(law, delta)

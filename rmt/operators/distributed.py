@@ -110,6 +110,19 @@ def run_tasks(func, tasks, scheduler=None, on_result=None, retries=2, progress=F
     ConnectionError
         If ``scheduler`` is an address that is malformed or where no scheduler answers (before
         any task ran).
+    TypeError, ValueError
+        For a ``func`` or ``on_result`` that is not callable, or a negative ``retries``.
+
+    Examples
+    --------
+    Serially, with every result handed to ``on_result`` as it arrives:
+
+    >>> import rmt
+    >>> seen = []
+    >>> rmt.run_tasks(pow, [(2, 3), (3, 2)], on_result=lambda task, r: seen.append((task, r)))
+    [8, 9]
+    >>> seen
+    [((2, 3), 8), ((3, 2), 9)]
     """
     tasks = [tuple(t) for t in tasks]
     if not callable(func):

@@ -56,8 +56,22 @@ DENSE_MAX_BYTES = 2**30
 def open_rows(X):
     """Return ``X`` as a row-sliceable 2-d array: a path to ``.npy`` is memory-mapped.
 
-    Raises ``TypeError`` for objects without ``shape``, ``dtype`` and slicing, and ``ValueError``
-    for a non-2-d or empty array or a non-real dtype.
+    Parameters
+    ----------
+    X : array-like or path-like
+        A source of the module docstring.
+
+    Returns
+    -------
+    row-sliceable 2-d array
+        ``X`` itself, or the read-only memmap of the path.
+
+    Raises
+    ------
+    TypeError
+        For an object without ``shape``, ``dtype`` and slicing, or a non-real dtype.
+    ValueError
+        For a path that does not name an ``.npy`` file, or a non-2-d or empty array.
     """
     if isinstance(X, (str, os.PathLike)):
         path = os.fspath(X)
@@ -107,6 +121,19 @@ class RowData:
     y : ndarray (n,)
     path : str or None
         The ``.npy`` path when ``X`` was given as one (``DistributedHessian`` workers open it).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an ``X`` that :func:`open_rows` refuses, or a ``y`` of another length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import rmt
+    >>> rows = rmt.RowData(np.zeros((30, 4), dtype=np.float32), np.arange(30))
+    >>> rows, rows.n, rows.d, rows.y.dtype, rows.X.dtype
+    (RowData(n=30, d=4, X=ndarray), 30, 4, dtype('float64'), dtype('float32'))
     """
 
     def __init__(self, X, y):
@@ -220,6 +247,27 @@ class StreamingHessian(SymmetricOperator):
     ----------
     data : RowData
         The samples (``data.X`` opened, ``data.y``); ``X`` and ``y`` are the same arrays.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input (a ``net`` that is not an :class:`rmt.TwoLayerNet`, a non-finite
+        ``X``, ...).
+
+    Examples
+    --------
+    In blocks of 64 rows, the products and the dense matrix are those of ``rmt.Hessian``:
+
+    >>> import numpy as np
+    >>> import rmt
+    >>> data = rmt.MultiIndexModel("phase_retrieval").sample(300, 40, rng=0)
+    >>> net = rmt.TwoLayerNet(2, activation="tanh", loss="square")
+    >>> W = np.random.default_rng(1).standard_normal((40, 2)) / np.sqrt(40)
+    >>> S = rmt.StreamingHessian(net, rmt.RowData(data.X, data.y), W, block_rows=64)
+    >>> H = rmt.Hessian(net, data, W)
+    >>> v = np.random.default_rng(2).standard_normal(80)
+    >>> bool(np.allclose(S @ v, H @ v)), bool(np.allclose(S.to_dense(), H.to_dense()))
+    (True, True)
     """
 
     def __init__(self, net: TwoLayerNet, data, W, weight_decay=0.0, *, block_rows=None):
