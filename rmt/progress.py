@@ -12,6 +12,21 @@ def progress_enabled(progress=None) -> bool:
     a file too); ``None``, the default of the commands and the library, shows them only where
     someone watches: when stderr is a terminal, or the stream of a Jupyter kernel (where
     ``tqdm.auto`` draws a widget).  Redirected to a file or a pipe, stderr gets no bar text.
+
+    Parameters
+    ----------
+    progress : bool or None
+        The caller's choice, or None to decide by stderr.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from rmt.progress import progress_enabled
+    >>> progress_enabled(True), progress_enabled(False), progress_enabled(0)
+    (True, False, False)
     """
     if progress is not None:
         return bool(progress)

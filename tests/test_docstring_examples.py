@@ -43,6 +43,7 @@ MODULES = (
     "rmt.dynamics.escape",
     "rmt.dynamics.dmft",
     "rmt.experiments.config",
+    "rmt.experiments.learning",
     "rmt.experiments.simulation",
     "rmt.experiments.spectra",
     "rmt.experiments.store",
@@ -79,8 +80,16 @@ def test_the_public_api_has_examples():
         "gradient_descent",
         "dmft_gd",
         "dmft_replicas",
-        "dmft_hessian",
         "theta_margin",
+        "RunConfig",
+        "parse_deltas",
+        "simulate_point",
+        "learn_point",
+        "plugin_law",
+        "cavity_self_term",
+        "RowData",
+        "StreamingHessian",
+        "run_tasks",
     ):
         assert public in names
 

@@ -161,7 +161,7 @@ def _block_eigenvalues_rows(D, out, start, stop):
 
 
 #: blocks per parallel chunk of ``block_eigenvalues``; fewer than two chunks run on one thread
-#: (a parallel call waits for the sleeping threads, up to milliseconds on a loaded machine)
+#: (a parallel call waits for the sleeping threads to wake: benchmarks/RESULTS.md)
 EIG_CHUNK = 8192
 
 

@@ -47,7 +47,8 @@ def quadrature_cdf(nodes, weights, points):
 # ``Qt = Q.T`` (``j x N``) of the Fortran-ordered basis, ``Wt = W.T`` (``b x N``) of a block.
 # They are C-contiguous whatever ``j`` and ``b`` (an ``N x 1`` column is C- and F-contiguous at
 # once, so Numba typed the plain arrays ``C`` for one column and ``F`` for more), so each
-# kernel compiles once: three specialisations of :func:`project_step` took 12-15 s each.
+# kernel compiles once instead of once per layout (each compilation is slow:
+# benchmarks/RESULTS.md).
 
 
 @njit(cache=True, parallel=True, fastmath=True)
