@@ -1,15 +1,22 @@
-"""The experiments layer: theory next to simulation, returned as data (docs/theory.md sections 3-6).
+"""The experiments layer: the science of each command, returned as data (docs/theory.md 3-8).
 
-Nothing here writes a file, except :func:`run_sweep`, whose resumable table and manifest let an
-interrupted sweep continue.  The commands (:mod:`rmt.app.commands`) call these functions and write
-the tables, figures and JSON.
+Functions here compute and return dataclasses or tidy rows.  Three of them also append each
+finished unit of work to a resumable table of the result store (:mod:`.store`), so that an
+interrupted run loses nothing: :func:`run_sweep`, :func:`.learning.run_learn` and
+:func:`.phase_diagram.phase_diagram`.  The commands (:mod:`rmt.app.commands`) call these
+functions and write the figures, summaries and JSON.
 
+- :mod:`.config`: :class:`~.config.RunConfig`, every option of the commands.
+- :mod:`.store`: tidy CSV tables that resume, JSON files, manifests.
 - :mod:`.simulation`: sample -> weights -> Hessian at one ``(delta, seed)``.
 - :mod:`.theory`: the Gaussian law at a point and its predictions on a grid of ``delta``.
 - :mod:`.spectra`: full spectra against the predicted density.
 - :mod:`.sweep`: extreme eigenpairs against the predictions over ``(delta, seed)``.
-- :mod:`.threshold_table`: ``delta_NN`` of one configuration and over a table of them.
+- :mod:`.threshold_table`: ``delta_pop`` of one configuration and over a table of them.
 - :mod:`.training`: the first phase of gradient descent and the escape from the plateau.
+- :mod:`.learning`: what gradient descent learns across ``delta``; the simulated ``delta_NN``.
+- :mod:`.phase_diagram`: the asymptotic ``delta_NN`` over a grid of settings.
+- :mod:`.grokking`: the plateau length predicted from the DMFT spectrum at ``W1``.
 """
 
 from rmt.experiments.simulation import Simulation, prepare_point, simulate_point
