@@ -29,6 +29,7 @@ MARKS = {
     "delta_bbp": ("#8e44ad", "--"),
     "delta_pop": ("#d35400", "-."),
     "delta_nn": ("#2980b9", "-"),
+    "delta_nn_dmft": ("#2980b9", "--"),
     "delta_gd": ("#7f8c8d", (0, (5, 2, 1, 2))),
 }
 #: symbols and notes of the threshold marks; their legend names are ``symbol (note)``
@@ -37,6 +38,7 @@ MARK_SYMBOLS = {
     "delta_bbp": r"$\delta_{BBP}$",
     "delta_pop": r"$\delta_{pop}$",
     "delta_nn": r"$\delta_{NN}$",
+    "delta_nn_dmft": r"$\delta_{NN}$",
     "delta_gd": r"$\delta_{GD}$",
 }
 MARK_NOTES = {
@@ -44,6 +46,7 @@ MARK_NOTES = {
     "delta_bbp": "population point",
     "delta_pop": "population point",
     "delta_nn": r"Hessian at $W_1$, simulated",
+    "delta_nn_dmft": r"DMFT, $d \to \infty$",
     "delta_gd": "GD learns, simulated",
 }
 #: legend names of the threshold marks
@@ -1074,7 +1077,10 @@ def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, leg
             ax.plot([p["delta"] for p in pred], [p["predicted_steps"] for p in pred], "--",
                     color=color, lw=1.4, label=f"predicted, d = {d}")  # fmt: skip
     if delta_nn is not None:
-        mark_thresholds(ax, {"delta_nn": delta_nn})
+        value = delta_nn["delta"] if isinstance(delta_nn, dict) else float(delta_nn)
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(min(lo, 0.95 * value), hi)
+        mark_thresholds(ax, {"delta_nn_dmft": delta_nn})
     ax.set_yscale("log")
     ax.set_xlabel(r"$\delta = n/d$")
     ax.set_ylabel("plateau length (steps)")
@@ -1092,6 +1098,8 @@ def plot_delay_curves(ax, runs, legend=True):
     import matplotlib.pyplot as plt
 
     cmap = plt.get_cmap("viridis")
+    ends = [run.escape_step for run in runs.values() if run.escape_step is not None]
+    last = min(max(len(run.loss) for run in runs.values()) - 1, 4 * max(ends, default=10**4))
     for i, (x, run) in enumerate(sorted(runs.items())):
         color = cmap(i / max(len(runs) - 1, 1))
         steps = np.arange(len(run.loss))
@@ -1105,7 +1113,7 @@ def plot_delay_curves(ax, runs, legend=True):
                 )
     ax.plot([], [], "o", color="0.3", mfc="none", label="plateau W1")
     ax.plot([], [], "s", color="0.3", label="escape (overlap 0.5)")
-    ax.set_xlabel("step")
+    step_axis(ax, last)
     ax.set_ylabel("loss")
     if legend:
         _axes_legend(ax)
