@@ -183,3 +183,16 @@ def test_address_string_connects(client):
     client.wait_for_workers(2, timeout=120)
     address = client.scheduler.address
     assert run_tasks(seeded_task, [(3, 10)], address) == [seeded_task(3, 10)]
+
+
+def numba_threads_task(_):
+    """The worker's Numba thread count as read at import, and the environment variable."""
+    import numba
+
+    return numba.config.NUMBA_NUM_THREADS, os.environ.get("NUMBA_NUM_THREADS")
+
+
+def test_local_workers_start_numba_with_one_thread():
+    """``scheduler="local"`` sets ``NUMBA_NUM_THREADS=1`` before a worker imports Numba, so
+    that a kernel compiled in a worker (a cold cache) finds the count it started with."""
+    assert run_tasks(numba_threads_task, [(0,), (1,)], "local") == [(1, "1"), (1, "1")]

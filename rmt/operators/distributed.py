@@ -220,13 +220,19 @@ def connect(scheduler, n_workers=None):
             f"got {type(scheduler).__name__}"
         )
     if scheduler == "local":
-        cluster = distributed.LocalCluster(
-            n_workers=n_workers or os.cpu_count() or 2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",  # any free port: None still binds 8787 for its HTTP server
-            env={"NUMBA_NUM_THREADS": "1"},
-        )
+        import dask  # lazy: dask comes with distributed, an optional extra
+
+        # NUMBA_NUM_THREADS=1 before each worker process starts: a worker imports Numba before
+        # a Nanny's ``env`` is applied, and a Numba compiling with a thread count that differs
+        # from the one it read at import fails
+        spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ"), "NUMBA_NUM_THREADS": 1}
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+            cluster = distributed.LocalCluster(
+                n_workers=n_workers or os.cpu_count() or 2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # any free port: None still binds 8787 for its server
+            )
         with cluster, distributed.Client(cluster) as client:
             yield client
         return
