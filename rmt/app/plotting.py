@@ -1097,6 +1097,9 @@ def plot_delay_curves(ax, runs, legend=True):
     marked (open circle, filled square)."""
     import matplotlib.pyplot as plt
 
+    if not runs:
+        panel_note(ax, "no runs to draw")
+        return ax
     cmap = plt.get_cmap("viridis")
     ends = [run.escape_step for run in runs.values() if run.escape_step is not None]
     last = min(max(len(run.loss) for run in runs.values()) - 1, 4 * max(ends, default=10**4))
