@@ -997,6 +997,17 @@ def dmft_law(result: DMFTResult, net, t: int, weight_decay: float = 0.0, history
     ValueError
         When it has no per-sample process, ``t`` is outside it, the state at ``t`` is not
         finite, or a step of ``history`` is not in ``[0, t)``.
+
+    Examples
+    --------
+    The spike law at the plateau of a solve, then its bulk edges (docs/theory.md 8.9):
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig()
+    >>> h = rmt.dmft_hessian(cfg.model(), cfg.net(), 4.0, steps=1200, stop_at_plateau=True)  # doctest: +SKIP
+    >>> law = rmt.dmft_law(h.result, cfg.net(), h.t1)  # doctest: +SKIP
+    >>> rmt.bulk_edges(law, 4.0).lo < 0  # doctest: +SKIP
+    True
     """
     if not isinstance(result, DMFTResult):
         raise TypeError(f"result must be an rmt.DMFTResult; got {type(result).__name__}")
@@ -1263,6 +1274,18 @@ def dmft_hessian(
     ------
     TypeError, ValueError
         For bad input, before any work (as :func:`dmft_gd`).
+
+    Examples
+    --------
+    Phase retrieval, softplus/Huber, m = 2, above its ``delta_NN`` (about 2.6): the Hessian at the
+    DMFT plateau has a negative ``Theta*`` outlier (tens of seconds, so not run as a test here;
+    ``tests/test_dmft.py`` checks it against dense ``eigh``):
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig()
+    >>> h = rmt.dmft_hessian(cfg.model(), cfg.net(), 4.0, steps=1200, stop_at_plateau=True)  # doctest: +SKIP
+    >>> h.converged, h.negative, h.theta_outlier < h.edge_lo < 0  # doctest: +SKIP
+    (True, True, True)
     """
     res = dmft_gd(
         model,

@@ -573,6 +573,16 @@ def trained_thresholds(
     TrainedThresholds
         ``delta_nn`` (a crossing estimate), ``delta_gd`` (``None`` without ``gd``) and the
         evaluated runs.
+
+    Examples
+    --------
+    The simulated ``delta_NN`` of phase retrieval, softplus/Huber, m = 2, at d = 1000 with 4 seeds
+    (about 20 s; ``tests/test_learning.py`` checks it lies in [2, 3.25]):
+
+    >>> import rmt
+    >>> res = rmt.trained_thresholds(rmt.RunConfig(seeds=(0, 1, 2, 3)), 1.5, 4.0, gd=False)  # doctest: +SKIP
+    >>> res.delta_nn.found, 2.0 <= res.delta_nn.delta <= 3.25  # doctest: +SKIP
+    (True, True)
     """
     cache = {}
     point = learn_point if gd else plateau_point
@@ -667,6 +677,16 @@ def run_learn(config, out=None, scheduler=None, progress=None) -> LearnTables:
     eigenpairs at ``W1``) and ``learning_curves.csv`` as each run finishes; a rerun with more
     deltas or seeds adds only the new runs.  Returns the :class:`LearnTables` of every run, old
     and new, sorted.  ``scheduler`` is passed to :func:`rmt.operators.distributed.run_tasks`.
+
+    Examples
+    --------
+    Gradient descent at two values of ``delta``, d = 200, one seed:
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig(d=200, deltas=(1.0, 6.0), train_steps=1500, point="trained")
+    >>> tables = rmt.run_learn(cfg)  # doctest: +SKIP
+    >>> [row["learned"] for row in tables.rows]  # doctest: +SKIP
+    [False, True]
     """
     scheduler = config.scheduler if scheduler is None else scheduler
     tables = _open_learn_tables(config, out)

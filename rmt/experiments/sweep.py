@@ -134,6 +134,15 @@ def run_point(config: RunConfig, delta: float, seed: int, point=None) -> list[di
     ------
     RuntimeError
         When the point fails (:func:`prepare_point`).
+
+    Examples
+    --------
+    One ``(delta, seed)`` at the population point, d = 200 (a few seconds):
+
+    >>> import rmt
+    >>> rows = rmt.run_point(rmt.RunConfig(d=200, n_eigs=2), 4.0, 0)  # doctest: +SKIP
+    >>> [r["index"] for r in rows]  # doctest: +SKIP
+    [0, 1]
     """
     point = prepare_point(config) if point is None else point
     with threadpool_limits(limits=1, user_api="blas"):
@@ -218,6 +227,16 @@ def run_sweep(config: RunConfig, out=None, scheduler=None, progress=None, point=
         When ``out`` holds a sweep of another configuration.
     rmt.TasksFailedError
         When some points raised (the others are written).
+
+    Examples
+    --------
+    Two values of ``delta``, one seed, d = 200 (``rmt sweep`` writes the same rows to a
+    resumable ``sweep.csv`` with ``out``):
+
+    >>> import rmt
+    >>> rows = rmt.run_sweep(rmt.RunConfig(d=200, deltas=(2.0, 4.0), n_eigs=1))  # doctest: +SKIP
+    >>> sorted({r["delta"] for r in rows})  # doctest: +SKIP
+    [2.0, 4.0]
     """
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be an rmt.RunConfig; got {type(config).__name__}")

@@ -159,6 +159,16 @@ def configure_threads(
     ``numba_threads``, if given, is passed to ``numba.set_num_threads`` afterwards (which
     starts the thread pool with the settings just made).  The CLI and ``rmt.app.demo`` call it
     with the defaults; library users call it themselves, first thing.
+
+    Examples
+    --------
+    First thing in a program, before any kernel runs (it changes the process environment, so
+    it is not run as a test here):
+
+    >>> import rmt
+    >>> settings = rmt.configure_threads()  # doctest: +SKIP
+    >>> settings.too_late  # doctest: +SKIP
+    False
     """
     global _warned_too_late
     wanted = _requested(wait_policy, spin_count)
@@ -256,6 +266,15 @@ def set_num_threads(n: int | None) -> int | None:
     -------
     int or None
         The previous setting, so that ``set_num_threads(set_num_threads(1))`` restores it.
+
+    Examples
+    --------
+    >>> import rmt
+    >>> previous = rmt.set_num_threads(1)
+    >>> rmt.choose_threads()
+    1
+    >>> rmt.set_num_threads(previous)
+    1
     """
     global _override
     previous = _override
@@ -393,6 +412,13 @@ def choose_threads(limit: int | None = None) -> int:
     Returns
     -------
     int
+
+    Examples
+    --------
+    >>> import numba
+    >>> import rmt
+    >>> 1 <= rmt.choose_threads() <= numba.config.NUMBA_NUM_THREADS
+    True
     """
     import numba
 
@@ -454,6 +480,16 @@ class adaptive_threads:
     ----------
     func : callable, optional
         The function to wrap; without it, a context manager.
+
+    Examples
+    --------
+    >>> import numba
+    >>> import rmt
+    >>> @rmt.adaptive_threads
+    ... def kernel_threads():
+    ...     return numba.get_num_threads()
+    >>> 1 <= kernel_threads() <= numba.config.NUMBA_NUM_THREADS
+    True
     """
 
     def __new__(cls, func=None):

@@ -247,6 +247,15 @@ def dmft_margin(
     ------
     TypeError, ValueError
         For bad input.
+
+    Examples
+    --------
+    The learning margin is positive above ``delta_NN`` and negative below it:
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig()
+    >>> [rmt.dmft_margin(cfg.model(), cfg.net(), x).margin > 0 for x in (1.5, 4.0)]  # doctest: +SKIP
+    [False, True]
     """
     delta = check_positive_float(delta, "delta")
     steps = check_positive_int(steps, "steps", minimum=2)
@@ -626,6 +635,17 @@ def dmft_delta_nn(
     ------
     TypeError, ValueError
         For bad input, before any solve.
+
+    Examples
+    --------
+    Phase retrieval, softplus/Huber, m = 2 (about a minute on two cores;
+    ``benchmarks/bench_dmft_threshold.py`` times it):
+
+    >>> import rmt
+    >>> cfg = rmt.RunConfig()
+    >>> res = rmt.dmft_delta_nn(cfg.model(), cfg.net())  # doctest: +SKIP
+    >>> res.converged, round(res.value, 1), res.stderr < 0.02  # doctest: +SKIP
+    (True, 2.6, True)
     """
     lo, hi = check_positive_float(lo, "lo"), check_positive_float(hi, "hi")
     if not hi > lo:

@@ -476,6 +476,18 @@ def register_point(cls):
     ------
     TypeError
         When ``cls`` is not a :class:`Point` subclass with a ``kind``.
+
+    Examples
+    --------
+    A kind of its own, registered under its name (``rmt.RunConfig(point=...)`` then accepts it):
+
+    >>> import rmt
+    >>> @rmt.register_point
+    ... class DiagonalExample(rmt.GivenPoint):
+    ...     kind = "diagonal_example"
+    >>> "diagonal_example" in rmt.POINT_KINDS
+    True
+    >>> del rmt.POINT_KINDS["diagonal_example"]
     """
     if not (isinstance(cls, type) and issubclass(cls, Point)) or not cls.kind:
         raise TypeError(f"a point kind must be a Point subclass with a kind; got {cls!r}")

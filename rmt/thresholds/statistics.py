@@ -266,6 +266,17 @@ def descent_outlier_decision(
     Returns
     -------
     OutlierDecision
+
+    Examples
+    --------
+    A separated negative eigenvalue whose eigenvector carries 40% of ``Theta*`` at d = 1000 is
+    an outlier; one that carries 0.1% is not (the null quantile is near ``1/(m d)``):
+
+    >>> values = [-0.5, -0.1, -0.09, -0.08]
+    >>> descent_outlier_decision(values, [0.4, 0.0, 0.0, 0.0], 1000, 1, 2).has_outlier
+    True
+    >>> descent_outlier_decision(values, [0.001, 0.0, 0.0, 0.0], 1000, 1, 2).has_outlier
+    False
     """
     lam, ov = _check_spectrum(values, overlaps)
     if not 0 < alpha < 1:
@@ -509,6 +520,18 @@ def bisect_order_parameter(
     Returns
     -------
     CrossingEstimate
+
+    Examples
+    --------
+    A planted order parameter that jumps from 0 to 0.3 at ``delta = 3`` (d = 1000, k = 1,
+    m = 2): the crossing is bracketed around 3.
+
+    >>> import numpy as np
+    >>> est = bisect_order_parameter(
+    ...     lambda x, s: 0.3 if x >= 3 else 0.0, 1.5, 6.0, [0, 1, 2], 1000, 1, 2, rtol=0.02
+    ... )
+    >>> est.found, bool(est.bracket[0] < 3 <= est.bracket[1])
+    (True, True)
     """
     lo, hi, seeds, rtol, max_evals = _check_search(lo, hi, seeds, rtol, max_evals)
     max_confirm = check_positive_int(max_confirm, "max_confirm", minimum=0)
