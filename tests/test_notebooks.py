@@ -73,6 +73,7 @@ def test_notebooks_exist():
         "01_hessian_spectra_vs_delta.ipynb",
         "02_validating_bbp.ipynb",
         "03_benchmarking_eigensolvers.ipynb",
+        "04_phase_diagram_and_grokking.ipynb",
     ]
 
 
