@@ -153,28 +153,11 @@ def settings_of(config, args) -> dict:
 
 
 def descend(config, delta, seed, stop_after_escape):
-    """The gradient-descent run of ``(delta, seed)`` (``run_descent``, no test pass).
+    """The gradient-descent run of ``(delta, seed)`` (``run_descent``, no test pass), ending
+    ``stop_after_escape`` steps after the escape when that is given."""
+    from rmt.experiments.learning import run_descent
 
-    With ``stop_after_escape`` the same call (data, start, options) with the run ending that
-    many steps after the escape (``run_descent`` has no such option)."""
-    from rmt.dynamics.descent import gradient_descent
-    from rmt.experiments.learning import LEARNED_OVERLAP, run_descent, sample_pair
-
-    if stop_after_escape is None:
-        return run_descent(config, delta, seed, with_test=False)[1]
-    data, _, rng = sample_pair(config, delta, seed)
-    return gradient_descent(
-        config.net(),
-        data,
-        init_scale=config.init_scale,
-        lr=config.lr,
-        steps=config.train_steps,
-        weight_decay=config.weight_decay,
-        escape_overlap=LEARNED_OVERLAP,
-        stop_after_escape=stop_after_escape,
-        rng=rng,
-        progress=False,
-    )
+    return run_descent(config, delta, seed, with_test=False, stop_after_escape=stop_after_escape)[1]
 
 
 def one_run(config, delta, seed, stop_after_escape) -> dict:

@@ -501,8 +501,7 @@ def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
     out = {}
     for x in learning_curve_deltas(rows):
         _stage(quiet, f"DMFT of the first phase at delta = {x:g} ({config.dmft_steps} steps)")
-        kwargs = config.dmft_options()
-        kwargs["steps"] = kwargs.pop("max_steps")  # a maximum: the solve stops at its plateau
+        kwargs = config.dmft_hessian_options()
         out[x] = dmft_hessian(config.model(), config.net(), x, stop_at_plateau=True, **kwargs)
     return out
 

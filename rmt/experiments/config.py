@@ -359,6 +359,13 @@ class RunConfig:
             "rng": self.seeds[0],
         }
 
+    def dmft_hessian_options(self) -> dict:
+        """:meth:`dmft_options` for :func:`rmt.dmft_hessian` with ``stop_at_plateau``: the budget
+        ``max_steps`` is its ``steps`` (a maximum, since the solve stops at its plateau)."""
+        options = self.dmft_options()
+        options["steps"] = options.pop("max_steps")
+        return options
+
     def n_of(self, delta: float) -> int:
         """Sample size ``n = round(delta * d)`` (at least 1)."""
         return max(1, int(round(delta * self.d)))

@@ -75,8 +75,7 @@ def plateau_law(config, deltas, sizes) -> list[PlateauLaw]:
         One per ``delta``: the DMFT Hessian at its plateau and ``{d: PlateauPrediction}``; a
         ``delta`` whose DMFT solve or density fails has ``by_d = {}`` and the reason.
     """
-    options = config.dmft_options()
-    options["steps"] = options.pop("max_steps")  # a maximum: the solve stops at its plateau
+    options = config.dmft_hessian_options()
     out = []
     for delta in deltas:
         h = dmft_hessian(

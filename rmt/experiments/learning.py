@@ -181,12 +181,22 @@ def sample_pair(config, delta, seed):
     return data, test, rng
 
 
-def run_descent(config, delta, seed, progress=False, *, with_test=True, stop_at_plateau=False):
+def run_descent(
+    config,
+    delta,
+    seed,
+    progress=False,
+    *,
+    with_test=True,
+    stop_at_plateau=False,
+    stop_after_escape=None,
+):
     """The gradient-descent run of ``(delta, seed)``: ``(data, GDRun, rng)``.
 
     The test set is always drawn (it keeps the generator in step, so that every caller gets
     the same start); ``with_test=False`` skips its pass at each step.  ``stop_at_plateau``
-    stops the run once the plateau is confirmed (:func:`rmt.gradient_descent`)."""
+    stops the run once the plateau is confirmed, ``stop_after_escape`` that many steps after
+    the escape (:func:`rmt.gradient_descent`)."""
     data, test, rng = sample_pair(config, delta, seed)
     run = gradient_descent(
         config.net(),
@@ -198,6 +208,7 @@ def run_descent(config, delta, seed, progress=False, *, with_test=True, stop_at_
         weight_decay=config.weight_decay,
         escape_overlap=LEARNED_OVERLAP,
         stop_at_plateau=stop_at_plateau,
+        stop_after_escape=stop_after_escape,
         rng=rng,
         progress=progress,
     )
