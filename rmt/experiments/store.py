@@ -203,19 +203,20 @@ def timestamp() -> str:
 GROWING_FIELDS = ("deltas", "seeds")
 
 
-def check_resumable(out, config, command, what) -> None:
+def check_resumable(out, config, command, what, growing=GROWING_FIELDS) -> None:
     """Refuse to resume into ``out`` when its manifest holds another configuration.
 
     Only the fields that can change ``command``'s results count (``config.to_dict(command)``),
-    and :data:`GROWING_FIELDS` may differ: more deltas or seeds add points.  The message names
-    the fields that differ.  Nothing to check without a manifest.
+    and the fields of ``growing`` (default :data:`GROWING_FIELDS`) may differ: more deltas or
+    seeds add points.  The message names the fields that differ.  Nothing to check without a
+    manifest.
     """
     manifest = pathlib.Path(out) / "manifest.json"
     if not manifest.exists():
         return
     old = json.loads(manifest.read_text()).get("config") or {}
     new = to_jsonable(config.to_dict(command))
-    differ = sorted(k for k in new if k not in GROWING_FIELDS and old.get(k) != new[k])
+    differ = sorted(k for k in new if k not in growing and old.get(k) != new[k])
     if differ:
         raise ValueError(
             f"{out} holds {what} of another configuration (differs in: {', '.join(differ)}); "
