@@ -43,6 +43,7 @@ MODULES = (
     "rmt.dynamics.escape",
     "rmt.dynamics.dmft",
     "rmt.experiments.config",
+    "rmt.experiments.grokking",
     "rmt.experiments.learning",
     "rmt.experiments.simulation",
     "rmt.experiments.spectra",
@@ -90,6 +91,8 @@ def test_the_public_api_has_examples():
         "RowData",
         "StreamingHessian",
         "run_tasks",
+        "plateau_run",
+        "grokking",
     ):
         assert public in names
 

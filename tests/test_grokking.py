@@ -1,13 +1,21 @@
 """The plateau-length law (rmt.dynamics.escape.plateau_length, docs/theory.md section 7.7)
 against the linear dynamics it describes, summed direction by direction, and the predicted
-plateau of gradient descent from the DMFT Hessian (rmt.experiments.grokking)."""
+plateau of gradient descent from the DMFT Hessian (rmt.experiments.grokking); the measured
+plateau of gradient descent, its censored quantiles, its resumable tables and ``rmt grokking``."""
+
+import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import rmt
-from rmt.dynamics.escape import plateau_length
+from rmt.app.cli import main
+from rmt.dynamics.escape import escape_step, plateau_length
+from rmt.experiments import grokking as gk
 from rmt.experiments.grokking import plateau_law, prediction_row
+from rmt.experiments.learning import run_descent
+from rmt.experiments.store import read_table
 
 
 def _linear_race(outlier, bulk, lr, weights=1.0):
@@ -107,3 +115,225 @@ def test_predicted_plateau_against_gradient_descent_at_d_250():
             lengths.append(run.escape_step - run.plateau_step)
         predicted = law.by_d[250].steps
         assert 1 / 1.5 <= np.median(lengths) / predicted <= 1.5, (delta, lengths, predicted)
+
+
+# -- the measured delay: quantiles with censoring, runs, resumable tables, the command -------
+
+#: a tiny measurement: d = 120, a step budget that every run at these deltas escapes within,
+#: and a small DMFT for the law
+TINY = rmt.RunConfig(train_steps=1500, dmft_steps=100, dmft_samples=300)
+TINY_POINTS = {"deltas": [4.0, 7.0], "seeds": [0, 1], "sizes": [120]}
+
+
+def _one_line_error(err):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 11])
+def test_quantiles_of_uncensored_runs_are_numpys(n):
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, 5000, size=n).astype(float)
+    for q in (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0):
+        assert gk.censored_quantile(values, q) == pytest.approx(np.quantile(values, q), rel=1e-14)
+    runs = [_planted_run(100, 3.0, v) for v in values]
+    row = gk.plateau_summary(runs)[0]
+    for name, q in (("q25", 0.25), ("median", 0.5), ("q75", 0.75)):
+        assert row[name] == pytest.approx(np.quantile(values, q), rel=1e-14)
+        assert row[name + "_censored"] is False
+    assert row["censored"] == 0 and row["runs"] == n
+
+
+def test_a_quantile_that_touches_a_censored_run_is_infinite():
+    """Censored runs are +inf: with them replaced by a huge finite length, numpy's quantile
+    lands above every finite length exactly when the interpolation touches one of them; that
+    quantile is ``inf`` (``None`` in the summary, with its flag), the others numpy's."""
+    rng = np.random.default_rng(7)
+    huge = 1e12
+    for trial in range(40):
+        n = int(rng.integers(1, 9))
+        lengths = rng.integers(1, 1000, size=n).astype(float)
+        censored = rng.random(n) < 0.4
+        values = np.where(censored, np.inf, lengths)
+        runs = [_planted_run(200, 5.0, None if c else v) for c, v in zip(censored, lengths)]
+        row = gk.plateau_summary(runs)[0]
+        assert row["censored"] == censored.sum()
+        for name, q in (("q25", 0.25), ("median", 0.5), ("q75", 0.75)):
+            reference = np.quantile(np.where(censored, huge, lengths), q)
+            if censored.any() and reference > lengths[~censored].max(initial=0.0):
+                assert gk.censored_quantile(values, q) == np.inf, (values, q)
+                assert row[name] is None and row[name + "_censored"] is True
+            else:
+                assert gk.censored_quantile(values, q) == pytest.approx(reference, rel=1e-14)
+                assert row[name] == pytest.approx(reference, rel=1e-14)
+    with pytest.raises(ValueError, match="non-empty"):
+        gk.censored_quantile([], 0.5)
+    with pytest.raises(ValueError, match="q must be in"):
+        gk.censored_quantile([1.0], 1.5)
+
+
+def _planted_run(d, delta, length, seed=0):
+    """A run record with only what the summary reads."""
+    return {
+        "d": d,
+        "delta": delta,
+        "seed": seed,
+        "plateau_length": length,
+        "censored": length is None,
+        "plateau_step": 100,
+        "plateau_rule": "local_min",
+        "learned": length is not None,
+        "seconds": 0.5,
+    }
+
+
+def test_each_plateau_length_is_the_escape_read_off_the_runs_overlap(tmp_path):
+    """d = 120, deltas 4 and 7, two seeds: each record's plateau length is the escape step read
+    off the overlap curve of the same run (``escape_step`` at overlap 1/2) minus its plateau
+    step; the summary's median is numpy's; the prediction is ``plateau_law``'s at the same
+    points; the tables on disk hold the same numbers."""
+    res = gk.grokking(TINY, **TINY_POINTS, out=tmp_path, stop_after_escape=5, progress=False)
+    cfg = replace(TINY, d=120)
+    assert [(r["delta"], r["seed"]) for r in res.runs] == [(4.0, 0), (4.0, 1), (7.0, 0), (7.0, 1)]
+    for r in res.runs:
+        _, run, _ = run_descent(cfg, r["delta"], r["seed"], with_test=False, stop_after_escape=5)
+        escape = escape_step(run.overlap, run.plateau_step, 0.5)
+        assert escape is not None and r["plateau_step"] == run.plateau_step
+        assert r["escape_step"] == escape and r["plateau_length"] == escape - run.plateau_step
+        assert r["plateau_time"] == pytest.approx(0.5 * r["plateau_length"], rel=1e-15)
+        assert not r["censored"] and r["n"] == round(r["delta"] * 120)
+    laws = {law.delta: law for law in plateau_law(replace(TINY, seeds=(0, 1)), [4.0, 7.0], [120])}
+    for delta in (4.0, 7.0):
+        row = res.at(120, delta)
+        lengths = [r["plateau_length"] for r in res.runs if r["delta"] == delta]
+        assert row["median"] == pytest.approx(np.median(lengths), rel=1e-15)
+        predicted = laws[delta].by_d[120].steps
+        assert row["predicted_steps"] == pytest.approx(predicted, rel=1e-12)
+        assert row["ratio"] == pytest.approx(row["median"] / predicted, rel=1e-12)
+    on_disk = read_table(tmp_path / gk.RUNS_FILE)
+    assert [r["plateau_length"] for r in on_disk] == [r["plateau_length"] for r in res.runs]
+    summary = read_table(tmp_path / gk.SUMMARY_FILE)
+    assert [r["median"] for r in summary] == pytest.approx([r["median"] for r in res.summary])
+
+
+def test_a_run_that_does_not_escape_within_its_budget_is_censored():
+    """A budget of 200 steps at delta = 4 (the escape comes near step 270): the overlap of the
+    same run never reaches 1/2 after its plateau, and the record is censored."""
+    cfg = replace(TINY, d=120, train_steps=200)
+    r = gk.plateau_run(cfg, 4.0, 0)
+    _, run, _ = run_descent(cfg, 4.0, 0, with_test=False)
+    assert run.plateau_step is not None and escape_step(run.overlap, run.plateau_step, 0.5) is None
+    assert r["censored"] and r["plateau_length"] is None and r["escape_step"] is None
+    assert r["final_overlap"] == pytest.approx(float(run.overlap[-1]), rel=1e-15)
+
+
+def test_a_rerun_runs_only_what_is_missing_and_writes_no_duplicate_rows(tmp_path, monkeypatch):
+    """An interrupted measurement keeps its finished runs; a rerun adds only the missing ones,
+    a wider one only the new delta; no key is written twice, and a folder of another step
+    budget is refused."""
+    calls, real = [], gk.plateau_run
+
+    def counted(config, delta, seed, stop_after_escape=None):
+        if len(calls) == 2 and not counted.let_through:
+            raise KeyboardInterrupt
+        calls.append((config.d, delta, seed))
+        return real(config, delta, seed, stop_after_escape)
+
+    counted.let_through = False
+    monkeypatch.setattr(gk, "plateau_run", counted)
+    monkeypatch.setattr(gk, "plateau_law", lambda config, deltas, sizes: [])
+    points = {"deltas": [4.0], "seeds": [0, 1, 2], "sizes": [120]}
+    with pytest.raises(KeyboardInterrupt):
+        gk.grokking(TINY, **points, out=tmp_path, progress=False)
+    assert len(read_table(tmp_path / gk.RUNS_FILE)) == 2
+    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "interrupted"
+    counted.let_through = True
+    gk.grokking(TINY, **points, out=tmp_path, progress=False)
+    res = gk.grokking(TINY, **{**points, "deltas": [4.0, 7.0]}, out=tmp_path, progress=False)
+    assert calls == [(120, 4.0, 0), (120, 4.0, 1), (120, 4.0, 2), (120, 7.0, 0), (120, 7.0, 1),
+                     (120, 7.0, 2)]  # fmt: skip
+    rows = read_table(tmp_path / gk.RUNS_FILE)
+    keys = [(r["d"], r["delta"], r["seed"]) for r in rows]
+    assert len(keys) == 6 and len(set(keys)) == 6 and len(res.runs) == 6
+    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+    assert res.at(120, 7.0)["prediction_reason"] == "no prediction"
+    with pytest.raises(ValueError, match="train_steps"):
+        gk.grokking(replace(TINY, train_steps=900), **points, out=tmp_path, progress=False)
+
+
+def test_bad_points_are_refused_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(gk, "plateau_run", None)  # any run would fail
+    out = tmp_path / "o"
+    for bad, words in [
+        ({"deltas": []}, "deltas must be a non-empty"),
+        ({"deltas": [0.0, 2.0]}, "deltas must be finite and > 0"),
+        ({"seeds": []}, "seeds must be a non-empty"),
+        ({"seeds": [-1]}, "seed must be >= 0"),
+        ({"sizes": [1]}, "sizes must be >= 2"),
+        ({"stop_after_escape": -2}, "stop_after_escape must be >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            gk.grokking(TINY, **{**TINY_POINTS, **bad}, out=out)
+    with pytest.raises(TypeError, match="sequence of seeds"):
+        gk.grokking(TINY, **{**TINY_POINTS, "seeds": 3}, out=out)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--delta", "0,4"], "--delta must be finite and > 0"),
+        (["--delta", "-3"], "--delta must be finite and > 0"),
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--sizes", "1"], "--sizes must be >= 2"),
+        (["--stop-after-escape", "-1"], "--stop-after-escape must be >= 0"),
+        (["--delta-nn", "2.6,0.1,3"], "--delta-nn must be 'value' or 'value,stderr'"),
+        (["--steps", "0"], "--steps must be >= 1"),
+    ],
+)
+def test_command_with_bad_input_fails_in_one_line_and_writes_nothing(argv, words, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["grokking", "--d", "120", *argv, "--out", str(out)]) == 2
+    assert words in _one_line_error(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_command_writes_tables_manifest_and_figures(tmp_path, capsys):
+    """Two sizes, two deltas, two seeds: the summary table is the summary of the runs table
+    (medians against numpy), the JSON on stdout says the same, and both figures are drawn."""
+    out = tmp_path / "g"
+    args = ["grokking", "--d", "120", "--sizes", "100", "--delta", "7,4", "--seeds", "2"]
+    args += ["--steps", "1500", "--dmft-steps", "100", "--dmft-samples", "300"]
+    args += ["--delta-nn", "2.63,0.02", "--out", str(out), "--json", "--quiet"]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    printed = json.loads(cap.out)
+    runs = read_table(out / gk.RUNS_FILE)
+    assert sorted((r["d"], r["delta"], r["seed"]) for r in runs) == [
+        (d, x, s) for d in (100, 120) for x in (4.0, 7.0) for s in (0, 1)
+    ]
+    summary = read_table(out / gk.SUMMARY_FILE)
+    assert [(r["d"], r["delta"]) for r in summary] == [
+        (100, 4.0),
+        (100, 7.0),
+        (120, 4.0),
+        (120, 7.0),
+    ]
+    for row, shown in zip(summary, printed["summary"]):
+        lengths = [
+            r["plateau_length"] for r in runs if (r["d"], r["delta"]) == (row["d"], row["delta"])
+        ]
+        assert None not in lengths and row["median"] == pytest.approx(np.median(lengths))
+        assert row["q75"] == pytest.approx(np.quantile(lengths, 0.75))
+        assert shown["median"] == pytest.approx(row["median"]) and row["censored"] == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["command"] == "grokking" and manifest["config"]["d"] == 100
+    assert manifest["config"]["sizes"] == [120] and manifest["config"]["stop_after_escape"] == 5
+    for name in (gk.RUNS_FILE, gk.SUMMARY_FILE, "plateau_length.png", "delay_curves.png"):
+        assert name in manifest["files"]
+    for name in ("plateau_length.png", "delay_curves.png"):
+        assert (out / name).stat().st_size > 10_000
+    table = cap.err.strip().splitlines()
+    assert table[-1].startswith("rmt grokking: 8 runs; wrote ")
+    assert sum(line.split()[:2] in (["100", "4"], ["120", "7"]) for line in table) == 2

@@ -3,7 +3,7 @@
 The ``rmt`` command line: each command calls the API and writes JSON/CSV/PNG to ``--out``.
 
 Commands: ``spectrum``, ``sweep``, ``threshold``, ``train``, ``learn``, ``phase-diagram``,
-``bench``.  The options of all but ``bench``, and their defaults, are the fields of
+``grokking``, ``bench``.  The options of all but ``bench``, and their defaults, are the fields of
 :class:`rmt.RunConfig` that name the command in their metadata.  Bad options give a one-line error and exit status 2, before anything
 is written.
 """
@@ -45,6 +45,8 @@ HELP = {
     "learn": "what gradient descent learns across delta: the learning transition next to the Hessian one",
     "phase-diagram": "the asymptotic delta_NN (DMFT) with its error over a grid of width, "
     "activation, loss, initialisation, step size, weight decay or target",
+    "grokking": "the grokking-like delay: the plateau length of gradient descent over d, delta "
+    "and seeds against the plateau-length law of the DMFT",
     "bench": "run the benchmark scripts of a source checkout",
 }
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
@@ -168,7 +170,12 @@ def check_out(out) -> pathlib.Path:
 
 
 #: what a resumable command says when it is interrupted
-RESUMABLE = {"sweep": "sweep.csv", "learn": "learn.csv", "phase-diagram": "phase_diagram.csv"}
+RESUMABLE = {
+    "sweep": "sweep.csv",
+    "learn": "learn.csv",
+    "phase-diagram": "phase_diagram.csv",
+    "grokking": "grokking_runs.csv",
+}
 
 
 def interrupted_message(command: str, out) -> str:

@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from rmt.app.plotting import (
+    grokking_figures,
     learn_figures,
     learning_curve_deltas,
     phase_diagram_figures,
@@ -26,7 +27,12 @@ from rmt.app.plotting import (
     threshold_figure,
     training_figure,
 )
-from rmt.app.report import format_phase_table, format_sweep_table, format_threshold_table
+from rmt.app.report import (
+    format_grokking_table,
+    format_phase_table,
+    format_sweep_table,
+    format_threshold_table,
+)
 from rmt.dynamics.dmft import dmft_hessian
 from rmt.experiments import (
     TABLE_COLUMNS,
@@ -39,6 +45,13 @@ from rmt.experiments import (
     training_run,
 )
 from rmt.experiments.config import RunConfig
+from rmt.experiments.grokking import (
+    RUNS_FILE,
+    SUMMARY_FILE,
+    delay_curves,
+    grokking,
+    grokking_config,
+)
 from rmt.experiments.learning import (
     LEARN_COLUMNS,
     TRAINED_TABLE_COLUMNS,
@@ -634,3 +647,80 @@ def cmd_phase_diagram(config: RunConfig, out, progress=None, quiet=False) -> dic
     _say(format_phase_table(res.rows, grid))
     _wrote("phase-diagram", f"{cells} cells", [*files, "manifest.json"], out)
     return summary
+
+
+#: the deltas of the delay-curve figure of ``rmt grokking`` (spread over those measured)
+CURVE_COUNT = 3
+
+
+def cmd_grokking(config: RunConfig, out, progress=None, quiet=False) -> dict:
+    """``rmt grokking``: the plateau length of gradient descent against the plateau-length law
+    (docs/theory.md section 7.7), at ``config.d`` and each of ``config.sizes``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The settings: ``deltas``, ``seeds``, the dimensions ``d`` and ``sizes``, the step budget
+        ``train_steps``, ``stop_after_escape``, the DMFT's ``dmft_steps`` and ``dmft_samples``,
+        and ``delta_nn_mark`` (a ``delta_NN`` to mark on the plateau-length figure).
+    out : path
+        Output folder: ``grokking_runs.csv`` (resumable), ``grokking_summary.csv``,
+        ``grokking.json``, ``plateau_length.png``, ``delay_curves.png`` and the manifest.
+    progress, quiet : bool
+        Progress bar over the runs; no stage lines.
+
+    Returns
+    -------
+    dict
+        The summary written to ``grokking.json``: the configuration, the summary next to the
+        prediction per ``(d, delta)``, and the number of runs.
+    """
+    sizes = (config.d, *config.sizes)
+    config = grokking_config(config, config.deltas, config.seeds, sizes, config.stop_after_escape)
+    sizes = (config.d, *config.sizes)  # sorted, without repeats
+    out = _prepare_out(out)
+    t0 = time.perf_counter()
+    runs = len(sizes) * len(config.deltas) * len(config.seeds)
+    dims = ", ".join(map(str, sizes))
+    _stage(quiet, f"{runs} runs of gradient descent at d = {dims}, then the law; resumable")
+    res = grokking(
+        config, config.deltas, config.seeds, sizes, out,
+        stop_after_escape=config.stop_after_escape, progress=progress,
+    )  # fmt: skip
+    picked = learning_curve_deltas(res.summary, count=CURVE_COUNT)
+    shown = ", ".join(f"{x:g}" for x in picked)
+    _stage(quiet, f"train and test loss at delta = {shown}, d = {config.d}, seed {config.seeds[0]}")
+    curves = delay_curves(config, picked, seed=config.seeds[0])
+    title = f"{config.target}, {config.activation}/{config.loss}, m = {config.width}, "
+    title += f"lr {config.lr:g}: the plateau of gradient descent"
+    budget = float(config.train_steps)
+    mark = _delta_nn_mark(config.delta_nn_mark)
+    figs = grokking_figures(res.summary, res.predictions, curves, mark, budget, title)
+    for name, fig in figs.items():
+        save_figure_atomic(fig, out / name)
+    summary = {
+        "config": config.to_dict("grokking"),
+        "summary": res.summary,
+        "runs": len(res.runs),
+        "censored": sum(bool(r["censored"]) for r in res.runs),
+    }
+    write_json(out / "grokking.json", summary)
+    files = [RUNS_FILE, SUMMARY_FILE, "grokking.json", *figs]
+    write_manifest(
+        out, "grokking", config, config.seeds, {"wall_time_s": time.perf_counter() - t0}, files,
+        status="complete",
+    )  # fmt: skip
+    _say(format_grokking_table(res.summary))
+    _wrote("grokking", f"{len(res.runs)} runs", [*files, "manifest.json"], out)
+    return summary
+
+
+def _delta_nn_mark(mark):
+    """The ``delta_NN`` mark of the plateau-length figure: ``None``, a number, or, with its
+    standard error, a band of two standard errors."""
+    if not mark:
+        return None
+    if len(mark) == 1 or mark[1] == 0:
+        return mark[0]
+    value, se = mark
+    return {"delta": value, "interval": [value - 2 * se, value + 2 * se]}

@@ -110,3 +110,36 @@ def format_phase_table(rows, grid) -> str:
         lines.append(f"{label:<{width}} {value:>17} {float(r['delta_alg']):>9.4g} {pop:>9}")
     lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
     return "\n".join(lines)
+
+
+def _length(value, censored) -> str:
+    """A plateau length for the terminal: steps, or beyond the step budget."""
+    return "> budget" if censored or value is None else f"{float(value):.0f}"
+
+
+def format_grokking_table(rows) -> str:
+    """The grokking-like delay, one line per ``(d, delta)``: the simulated plateau length,
+    median [q25, q75] in steps (a quantile on a censored run shows as ``> budget``), the
+    predicted length of the law (or why there is none, as a footnote), their ratio and the
+    censored runs (``grokking_summary.csv`` rows)."""
+    head = (
+        f"{'d':>6} {'delta':>7} {'median [q25, q75]':>28} {'predicted':>10} {'ratio':>6} "
+        f"{'censored':>9}"
+    )
+    lines, notes = [head, "-" * len(head)], []
+    for r in rows:
+        q = [_length(r[k], r[k + "_censored"]) for k in ("median", "q25", "q75")]
+        simulated = f"{q[0]} [{q[1]}, {q[2]}]"
+        if r["predicted_steps"] is None:
+            notes.append(r["prediction_reason"] or "no prediction")
+            predicted = f"none [{len(notes)}]"
+        else:
+            predicted = f"{float(r['predicted_steps']):.0f}"
+        ratio = "-" if r["ratio"] is None else f"{float(r['ratio']):.2f}"
+        censored = f"{r['censored']}/{r['runs']}"
+        lines.append(
+            f"{r['d']:>6} {float(r['delta']):>7.4g} {simulated:>28} {predicted:>10} {ratio:>6} "
+            f"{censored:>9}"
+        )
+    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
+    return "\n".join(lines)

@@ -22,12 +22,13 @@ from rmt.validation import (
 )
 
 #: the commands that take a RunConfig
-RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn", "phase-diagram")
+RUN_COMMANDS = ("spectrum", "sweep", "threshold", "train", "learn", "phase-diagram", "grokking")
 #: the commands that work at a dimension ``d`` and sample ratios ``delta`` (all but the phase
 #: diagram, which is asymptotic)
-SIZED = ("spectrum", "sweep", "threshold", "train", "learn")
-#: the commands that sample data and build a Hessian (threshold does with --point trained)
-SIMULATING = ("spectrum", "sweep", "train", "learn", "threshold")
+SIZED = ("spectrum", "sweep", "threshold", "train", "learn", "grokking")
+#: the commands that sample data (threshold does with --point trained); all but grokking build
+#: a Hessian
+SIMULATING = ("spectrum", "sweep", "train", "learn", "threshold", "grokking")
 #: smallest delta of the delta_NN search
 MIN_DELTA = 0.05
 
@@ -147,6 +148,82 @@ def parse_deltas(spec) -> tuple[float, ...]:
     return values
 
 
+def parse_stop_after_escape(spec) -> int | None:
+    """Parse ``"5"`` or ``"none"`` (also an int or ``None``): the steps a run goes on after its
+    escape, or ``None`` for the whole step budget.
+
+    Parameters
+    ----------
+    spec : str, int or None
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    TypeError, ValueError
+        For text that is neither ``"none"`` nor an integer, or an integer below 0.
+
+    Examples
+    --------
+    >>> parse_stop_after_escape("5"), parse_stop_after_escape("none")
+    (5, None)
+    """
+    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "none"):
+        return None
+    if isinstance(spec, str):
+        try:
+            spec = int(spec)
+        except ValueError:
+            raise ValueError(
+                f"stop_after_escape must be an integer >= 0 or 'none'; got {spec!r}"
+            ) from None
+    return check_positive_int(spec, "stop_after_escape", minimum=0)
+
+
+def parse_mark(spec) -> tuple[float, ...]:
+    """Parse a threshold to mark on a figure: ``"2.63"`` or ``"2.63,0.02"`` (value and standard
+    error), a number, a pair, or nothing (``None``, ``""``, ``()``).
+
+    Parameters
+    ----------
+    spec : str, float, sequence of float or None
+
+    Returns
+    -------
+    tuple of float
+        ``()``, ``(value,)`` or ``(value, stderr)``.
+
+    Raises
+    ------
+    ValueError
+        For more than two numbers, text that is not numbers, a value that is not finite and
+        > 0, or a standard error that is not finite and >= 0.
+
+    Examples
+    --------
+    >>> parse_mark("2.63,0.02"), parse_mark(2.6), parse_mark(None)
+    ((2.63, 0.02), (2.6,), ())
+    """
+    if spec is None:
+        return ()
+    given, form = spec, "delta_nn_mark must be 'value' or 'value,stderr'"
+    if isinstance(spec, str):
+        try:
+            spec = [float(p) for p in spec.split(",") if p.strip()]
+        except ValueError:
+            raise ValueError(f"{form}; got {given!r}") from None
+    values = tuple(float(v) for v in np.atleast_1d(np.asarray(spec, dtype=float)))
+    if len(values) > 2:
+        raise ValueError(f"{form}; got {given!r}")
+    if values:
+        check_positive_float(values[0], "delta_nn_mark")
+    if len(values) == 2:
+        check_nonneg_float(values[1], "delta_nn_mark's standard error")
+    return values
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One configuration of data model, network, point, sizes and run options.
@@ -218,7 +295,11 @@ class RunConfig:
         0.0, "weight decay lambda_wd", (*SIMULATING, "phase-diagram"), "training"
     )
     train_steps: int = option(
-        3000, "maximum first-phase steps (trained point)", SIMULATING, "training", flag="--steps"
+        3000,
+        "maximum first-phase steps (trained point); the step budget of each run (grokking)",
+        SIMULATING,
+        "training",
+        flag="--steps",
     )
     lr: float = option(
         0.5, "learning rate (trained point, DMFT)", (*SIMULATING, "phase-diagram"), "training"
@@ -230,11 +311,19 @@ class RunConfig:
         "training",
     )
     continue_steps: int = option(3000, "steps after the plateau", ("train",), "training")
+    stop_after_escape: int | None = option(
+        5,
+        "end each run this many steps after its escape ('none': run the whole --steps budget)",
+        ("grokking",),
+        "training",
+        cli_type=str,
+        to_field=parse_stop_after_escape,
+    )
     sizes: tuple = option(
         (),
-        "more dimensions d for the finite-size trend, e.g. '500,2000' (learn; threshold with "
-        "--point trained)",
-        ("learn", "threshold"),
+        "more dimensions d for the finite-size trend, e.g. '500,2000' (learn, grokking; "
+        "threshold with --point trained)",
+        ("learn", "threshold", "grokking"),
         "sizes",
         cli_type=str,
         to_field=parse_sizes,
@@ -267,13 +356,13 @@ class RunConfig:
     dmft_steps: int = option(
         300,
         "first step budget of a DMFT solve; it doubles (to 4x) until the plateau is confirmed",
-        ("threshold", "learn", "phase-diagram"),
+        ("threshold", "learn", "phase-diagram", "grokking"),
         "search",
     )
     dmft_samples: int = option(
         2500,
         "Monte Carlo draws of the DMFT per-sample process (per replica)",
-        ("threshold", "learn", "phase-diagram"),
+        ("threshold", "learn", "phase-diagram", "grokking"),
         "search",
     )
     dmft_replicas: int = option(
@@ -285,7 +374,7 @@ class RunConfig:
     scheduler: str | None = option(
         None,
         "None (serial), 'local', or a Dask scheduler address",
-        ("sweep", "learn", "phase-diagram"),
+        ("sweep", "learn", "phase-diagram", "grokking"),
         "solver",
         cli_type=str,
         results=False,
@@ -299,10 +388,23 @@ class RunConfig:
         shown="width=1,2,3,4;activation=softplus,tanh,relu;loss=huber,square",
         results=False,
     )
+    delta_nn_mark: tuple = option(
+        (),
+        "delta_NN to mark on the plateau-length figure: 'value' or 'value,stderr' (a band of "
+        "two standard errors)",
+        ("grokking",),
+        "figures",
+        flag="--delta-nn",
+        cli_type=str,
+        to_field=parse_mark,
+        shown="none",
+        results=False,
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "deltas", parse_deltas(self.deltas))
         object.__setattr__(self, "sizes", parse_sizes(self.sizes))
+        object.__setattr__(self, "delta_nn_mark", parse_mark(self.delta_nn_mark))
         seeds = tuple(check_positive_int(s, "seed", minimum=0) for s in np.atleast_1d(self.seeds))
         if not seeds:
             raise ValueError("seeds must not be empty")
@@ -318,6 +420,8 @@ class RunConfig:
     def _check_run_options(self):
         check_positive_int(self.train_steps, "train_steps")
         check_positive_int(self.continue_steps, "continue_steps", minimum=0)
+        if self.stop_after_escape is not None:
+            check_positive_int(self.stop_after_escape, "stop_after_escape", minimum=0)
         check_nonneg_float(self.weight_decay, "weight_decay")
         check_nonneg_float(self.init_scale, "init_scale")
         check_positive_float(self.lr, "lr")
