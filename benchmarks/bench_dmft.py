@@ -8,7 +8,7 @@ to get the rows ``R_psi(t, .) = E[J^t G(t, .)]`` of a whole solve, on the same i
 * ``forward, stored``: (D2) as written, a row at a time forward in ``t``, every row of every
   draw kept (``N m^2 T^2 / 2`` doubles), in numpy.  This was ``rmt.dynamics.dmft`` until 2026-12-03.
 * ``reverse``: ``lambda (I + K J) = e_t`` solved backwards for each row
-  (``rmt.kernels.dmft.response_kernel(m)``), ``O(m^2 T)`` numbers a draw.
+  (``rmt.kernels.dispatch.response_kernel(m)``), ``O(m^2 T)`` numbers a draw.
 
 Prints the time of each over the ``T`` rows (median of ``--repeats`` rounds, the two taking
 turns), their ratio, the multiply-add rate against a DGEMM timed in the same run, the bytes
@@ -28,7 +28,7 @@ from _util import GEMM_N, LoadMeter, cpu_info, set_threads
 
 import rmt
 import rmt.dynamics.dmft as dmft_module
-from rmt.kernels.dmft import response_kernel
+from rmt.kernels.dispatch import response_kernel
 
 
 def parse_args(argv=None):

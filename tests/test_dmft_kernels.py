@@ -1,6 +1,7 @@
 """The DMFT response rows by reverse mode (``rmt.kernels.dmft``) against direct references.
 
-- The kernels (the generic one and the ``dot_rows`` ones for m = 1..4) against the definition:
+- The kernels (the generic one, the ``dot_rows`` ones on 4 lanes for m = 1..4 and on 8 lanes
+  for m = 4, and the one the table picks on each path) against the definition:
   for each draw, the dense block lower-triangular ``G = (I + K J)^{-1}`` by ``numpy.linalg.solve``,
   and ``sum_n J^t_n G_n(t, p)``.
 - The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/theory.md, run here in
@@ -15,7 +16,9 @@ import pytest
 
 import rmt
 from rmt.dynamics.dmft import _psi, dmft_gd
-from rmt.kernels.dmft import PAD, response_kernel, response_row
+from rmt.kernels import dmft as dmft_kernels
+from rmt.kernels.dispatch import TARGETS, response_kernel
+from rmt.kernels.dmft import PAD, response_row
 
 
 def _dense_reference(KT, J, t, n_real):
@@ -50,7 +53,9 @@ def test_response_rows_match_the_dense_inverse(m, t):
     A = rng.standard_normal((t + 2, m, m, n_real))
     J[..., :n_real] = 0.5 * (A + np.swapaxes(A, 1, 2))  # symmetric, like d psi / d u
     want = _dense_reference(KT, J, t, n_real)
-    for kernel in {response_kernel(m), response_row}:
+    kernels = {response_row, *(response_kernel(m, path) for path in TARGETS)}
+    kernels |= {getattr(dmft_kernels, f"response_row{w}_m{m}", response_row) for w in ("", "8")}
+    for kernel in kernels:
         out = np.full((t + 1, m, m), np.nan)
         kernel(KT, J, t, out)
         np.testing.assert_allclose(out, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())

@@ -41,7 +41,8 @@ from rmt.freeprob.law import SpikeLaw
 from rmt.freeprob.mp import ConvergenceError, MPSystem
 from rmt.freeprob.outliers import RealBranch, edge_and_branch
 from rmt.freeprob.plugin import plugin_prediction
-from rmt.kernels.dmft import PAD, forward_process, response_kernel
+from rmt.kernels.dispatch import response_kernel
+from rmt.kernels.dmft import PAD, forward_process
 from rmt.kernels.threads import adaptive_threads
 from rmt.problem.models import MultiIndexModel
 from rmt.problem.network import TwoLayerNet

@@ -5,14 +5,15 @@ the Hessian product ``sum_i x_i r_i^T`` (``hvp``, docs/theory.md section 2) and 
 gradient of a descent step (``step``, section 1.3).  The path is the SIMD path of the process
 (:func:`default_target`): ``avx512``, ``avx2`` or ``portable``; rows of path ``any`` hold on
 every path, below the rows of the path itself.  Each equation has one portable reference
-kernel (``hessian.hvp_fused``, ``descent.loss_grad_generic``) that serves what no other row
-does; every other kernel is a specialisation kept because it was measured at least 1.15x
-faster than the kernel it would otherwise fall back to, on a CPU kind of its path (the
+kernel (``hessian.hvp_fused``, ``descent.loss_grad_generic``, ``dmft.response_row``) that
+serves what no other row does; every other kernel is a specialisation kept because it was
+measured at least 1.15x faster than the kernel it would otherwise fall back to, on a CPU kind of its path (the
 figures, and those of the kernels removed, are in ``benchmarks/RESULTS.md``).
 
 Nothing is probed at import: the path (:func:`default_target`) and the panel budgets
 (:func:`panel_bytes`, from the cache sizes in sysfs) are read the first time a kernel is
-chosen, and each choice is kept (:func:`hvp_kernel`, :func:`step_kernel`).
+chosen, and each choice is kept (:func:`hvp_kernel`, :func:`step_kernel`,
+:func:`response_kernel`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ TABLE = {
     ("step", "avx2", "m = 4"): ("simd.grad4_c4", "the 4 columns of W in one lane vector"),
     ("loss", "any", "m > 4"): ("descent.loss_generic", "the portable reference: any m"),
     ("loss", "any", "m <= 4"): ("descent_small.loss_m{m}", "unrolled for m"),
+    # -- DMFT responses: a row R_psi(t, .) of docs/theory.md (D3), by reverse mode ------------
+    ("response", "any", "m > 4"): ("dmft.response_row", "the portable reference: any m"),
+    ("response", "any", "m <= 4"): (
+        "dmft.response_row_m{m}", "dot_rows on 4 lanes: the sums over (q, j) in registers"),
+    ("response", "avx512", "m = 4"): (
+        "dmft.response_row8_m4", "8 lanes, 16 accumulators: faster than the 4-lane kernel"),
 }  # fmt: skip
 
 #: kernels that take a panel budget in bytes as a fifth argument: which cache holds a panel
@@ -299,3 +306,26 @@ def step_kernel(equation: str, m: int, target: str | None = None):
         ``descent.loss_grad_generic`` or ``descent.loss_generic``.
     """
     return _step_kernel(equation, int(m), resolve_target(target))
+
+
+@functools.cache
+def _response_kernel(m: int, path: str):
+    return _lookup("response", path, [f"m = {m}"], m)
+
+
+def response_kernel(m: int, target: str | None = None):
+    """The kernel of a row of the DMFT responses for width ``m`` (docs/theory.md (D3)).
+
+    Parameters
+    ----------
+    m : int
+        Width of the network.
+    target : str, optional
+        SIMD path; :func:`default_target` by default.
+
+    Returns
+    -------
+    callable
+        ``kernel(KT, J, t, out)``, as ``rmt.kernels.dmft.response_row``.
+    """
+    return _response_kernel(int(m), resolve_target(target))

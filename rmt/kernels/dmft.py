@@ -17,7 +17,9 @@ draw and the same ``m^3 t^2 / 2`` multiply-adds. ``K`` is read once per chunk of
 the innermost loops run over together, so the work is arithmetic, not memory traffic.
 
 :func:`response_row` (any ``m``) and ``response_row_m1`` .. ``_m4`` (the sums by the
-explicit-SIMD ``dot_rows``; :func:`response_kernel` picks) return ``N R_psi(t, p) =
+explicit-SIMD ``dot_rows`` on ``<4 x double>``), and ``response_row8_m4`` (on
+``<8 x double>``, four times the draws a chunk, for AVX-512; ``rmt.kernels.dispatch.response_kernel``
+picks by the table) return ``N R_psi(t, p) =
 sum_n J^t_n G_n(t, p)`` for ``p <= t``. The chunks are summed in their fixed order, so the
 result does not depend on the number of threads.
 """
@@ -95,7 +97,7 @@ def _sum_chunks(part, out):
 
 
 @njit(cache=True, inline="always")
-def _chunk_rows(KT, J, t, part, c, R, NBR, W):
+def _chunk_rows(KT, J, t, part, c, R, NBR, W, L):
     """``part[c] = sum over the draws of chunk c`` of ``J^t lambda_p`` for ``m = R``, the sums
     over ``(q, j)`` by the explicit-SIMD micro-kernel ``dot_rows``: chunks of ``NBR`` draws,
     ``R x W`` accumulators of 4 lanes (``W = R NBR / 4``) in registers, each entry of ``K``
@@ -112,7 +114,7 @@ def _chunk_rows(KT, J, t, part, c, R, NBR, W):
             lam[t * R + i, i * NBR + b] = 1.0
     for p in range(t - 1, -1, -1):
         X = KT[p, :, (p + 1) * R : (t + 1) * R]
-        dot_rows(X, 0, lam[(p + 1) * R : (t + 1) * R], U, R, W, 4)
+        dot_rows(X, 0, lam[(p + 1) * R : (t + 1) * R], U, R, W, L)
         for k in range(R):
             for i in range(R):
                 for b in range(NBR):
@@ -137,7 +139,7 @@ def response_row_m1(KT, J, t, out):
     """:func:`response_row` for m = 1: chunks of 16 draws."""
     part = np.zeros((J.shape[3] // 16, t + 1, 1, 1))
     for c in prange(part.shape[0]):
-        _chunk_rows(KT, J, t, part, c, 1, 16, 4)
+        _chunk_rows(KT, J, t, part, c, 1, 16, 4, 4)
     _sum_chunks(part, out)
 
 
@@ -146,7 +148,7 @@ def response_row_m2(KT, J, t, out):
     """:func:`response_row` for m = 2: chunks of 8 draws."""
     part = np.zeros((J.shape[3] // 8, t + 1, 2, 2))
     for c in prange(part.shape[0]):
-        _chunk_rows(KT, J, t, part, c, 2, 8, 4)
+        _chunk_rows(KT, J, t, part, c, 2, 8, 4, 4)
     _sum_chunks(part, out)
 
 
@@ -155,7 +157,7 @@ def response_row_m3(KT, J, t, out):
     """:func:`response_row` for m = 3: chunks of 4 draws."""
     part = np.zeros((J.shape[3] // 4, t + 1, 3, 3))
     for c in prange(part.shape[0]):
-        _chunk_rows(KT, J, t, part, c, 3, 4, 3)
+        _chunk_rows(KT, J, t, part, c, 3, 4, 3, 4)
     _sum_chunks(part, out)
 
 
@@ -164,18 +166,18 @@ def response_row_m4(KT, J, t, out):
     """:func:`response_row` for m = 4: chunks of 2 draws."""
     part = np.zeros((J.shape[3] // 2, t + 1, 4, 4))
     for c in prange(part.shape[0]):
-        _chunk_rows(KT, J, t, part, c, 4, 2, 2)
+        _chunk_rows(KT, J, t, part, c, 4, 2, 2, 4)
     _sum_chunks(part, out)
 
 
-#: the ``dot_rows`` kernels by width ``m``
-RESPONSE_ROWS = {1: response_row_m1, 2: response_row_m2, 3: response_row_m3, 4: response_row_m4}
-
-
-def response_kernel(m: int):
-    """The response-row kernel for width ``m``: the ``dot_rows`` kernels for ``m <= 4``, else
-    the generic :func:`response_row`."""
-    return RESPONSE_ROWS.get(m, response_row)
+# <8 x double> for 32 vector registers: 4 x 4 accumulators of 8 lanes
+@njit(cache=True, parallel=True)
+def response_row8_m4(KT, J, t, out):
+    """:func:`response_row` for m = 4 on 8 lanes: chunks of 8 draws, 16 accumulators."""
+    part = np.zeros((J.shape[3] // 8, t + 1, 4, 4))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 4, 8, 4, 8)
+    _sum_chunks(part, out)
 
 
 #: draws per chunk of :func:`forward_process` (the innermost loop of its memory term)
