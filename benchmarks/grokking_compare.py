@@ -3,7 +3,8 @@
 Reads the runs of ``benchmarks/grokking_plateau.py`` (one or more JSON files), predicts the
 plateau at each ``delta`` and ``d`` from the DMFT Hessian at its plateau
 (``rmt.experiments.grokking.plateau_law``, on the runs' deltas and on a finer grid for the
-curve), and writes to ``--out``:
+curve), and writes to ``--out`` (``rmt grokking`` measures and predicts in one command, on the
+runs' deltas only):
 
 - ``comparison.md``: per ``(d, delta)`` the simulated median and quartiles, the predicted
   length and their ratio, and per ``delta`` the growth from the smaller ``d`` to the larger;
@@ -27,8 +28,7 @@ import numpy as np
 
 import rmt
 from rmt.app.plotting import grokking_figures, save_figure_atomic
-from rmt.experiments.grokking import plateau_law, prediction_row
-from rmt.experiments.learning import run_descent
+from rmt.experiments.grokking import delay_curves, plateau_law, prediction_row
 
 
 def parse_args(argv=None):
@@ -105,10 +105,8 @@ def main(argv=None):
     (out / "comparison.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     curve_cfg = replace(cfg, d=sizes[0], train_steps=int(budget))
-    curves = {}
-    for x in (float(v) for v in args.curve_deltas.split(",")):
-        _, run, _ = run_descent(curve_cfg, x, 0, with_test=True)
-        curves[x] = run
+    curve_deltas = [float(v) for v in args.curve_deltas.split(",")]
+    curves = delay_curves(curve_cfg, curve_deltas, seed=0, after_escape=None)
     mark = {"delta": dnn, "interval": [dnn - 2 * se, dnn + 2 * se]} if se else dnn
     title = (
         f"phase retrieval, softplus/Huber, m = {cfg.width}, lr {cfg.lr:g}: the plateau of "

@@ -9,8 +9,9 @@ overlap reaches 1/2.  This script measures the plateau length ``escape_step - pl
 steps (times ``lr``: ``GDRun.escape_time``, in gradient-flow time) over sizes ``d``, sample
 ratios ``delta = n/d`` and seeds.  Each ``(d, delta, seed)`` is one run of
 ``rmt.experiments.learning.run_descent`` (the project's training set and start for that
-``(delta, seed)``, no test-set pass); the prediction it is compared with is
-``rmt.dynamics.escape`` (not called here).
+``(delta, seed)``, no test-set pass) through ``rmt.experiments.grokking.plateau_run``, and
+the summary is ``rmt.experiments.grokking.plateau_summary``; the prediction it is compared with
+is ``rmt.dynamics.escape`` (not called here; ``rmt grokking`` does both in one command).
 
 A run that has not escaped within ``--steps`` updates is *censored*: it is kept, with its
 plateau step and no length.  The per-``(d, delta)`` summary counts censored runs as +infinity:
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import os
 import pathlib
 import shlex
@@ -44,8 +44,6 @@ import sys
 import time
 
 THREAD_VARS = ("RMT_NUM_THREADS", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-#: the Theta* overlap that counts as learned (rmt.experiments.learning.LEARNED_OVERLAP)
-LEARNED = 0.5
 #: settings that must agree between a JSON file and a --resume of it
 SAME_ON_RESUME = (
     "target",
@@ -131,6 +129,8 @@ def make_config(args, d):
 
 
 def settings_of(config, args) -> dict:
+    from rmt.experiments.grokking import ESCAPE_OVERLAP
+
     return {
         "target": config.target,
         "activation": config.activation,
@@ -143,8 +143,8 @@ def settings_of(config, args) -> dict:
         "noise": config.noise,
         "steps": args.steps,
         "stop_after_escape": args.stop_after_escape,
-        "learned_overlap": LEARNED,
-        "escape_overlap": LEARNED,
+        "learned_overlap": ESCAPE_OVERLAP,
+        "escape_overlap": ESCAPE_OVERLAP,
         "d": list(args.d),
         "deltas": list(args.deltas),
         "seeds": list(range(args.seeds)),
@@ -152,94 +152,21 @@ def settings_of(config, args) -> dict:
     }
 
 
-def descend(config, delta, seed, stop_after_escape):
-    """The gradient-descent run of ``(delta, seed)`` (``run_descent``, no test pass), ending
-    ``stop_after_escape`` steps after the escape when that is given."""
-    from rmt.experiments.learning import run_descent
-
-    return run_descent(config, delta, seed, with_test=False, stop_after_escape=stop_after_escape)[1]
-
-
 def one_run(config, delta, seed, stop_after_escape) -> dict:
-    """One run's record: plateau and escape steps, the length (``None``: censored), timings."""
+    """One run's record (``rmt.experiments.grokking.plateau_run``), BLAS on the threads given."""
     from threadpoolctl import threadpool_limits
 
-    t0 = time.perf_counter()
+    from rmt.experiments.grokking import plateau_run
+
     with threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas"):
-        run = descend(config, delta, seed, stop_after_escape)
-    wall = time.perf_counter() - t0
-    plateau, escape = run.plateau_step, run.escape_step
-    first_phase = bool(run.phases.learned_in_first_phase)
-    if escape is not None:
-        length = escape - plateau
-    elif first_phase:
-        length = 0
-    else:
-        length = None
-    final = float(run.overlap[-1])
-    return {
-        "d": config.d,
-        "delta": float(delta),
-        "seed": int(seed),
-        "n": config.n_of(delta),
-        "plateau_step": plateau,
-        "plateau_rule": run.phases.rule,
-        "escape_step": escape,
-        "plateau_length": length,
-        "plateau_time": None if length is None else length * config.lr,
-        "censored": length is None,
-        "learned_in_first_phase": first_phase,
-        "overlap_at_plateau": None if plateau is None else float(run.overlap[plateau]),
-        "final_overlap": final,
-        "learned": bool(final >= LEARNED),
-        "diverged": bool(run.diverged),
-        "steps_made": int(run.steps),
-        "seconds": wall,
-        "gd_seconds": float(run.seconds),
-        "compile_seconds": float(run.compile_seconds),
-        "ms_per_step": 1e3 * run.seconds / max(1, len(run.loss)),
-    }
-
-
-def quantile(sorted_values, q) -> float:
-    """Linear-interpolation quantile of sorted values, ``inf`` where it touches an ``inf``."""
-    pos = q * (len(sorted_values) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    a, b = sorted_values[lo], sorted_values[hi]
-    if math.isinf(b) and hi != lo:
-        return math.inf
-    if lo == hi:
-        return a
-    return a + (pos - lo) * (b - a)
+        return plateau_run(config, delta, seed, stop_after_escape)
 
 
 def summarize(runs) -> list[dict]:
     """Per ``(d, delta)``: median and quartiles of the plateau length (censored = +inf)."""
-    groups = {}
-    for r in runs:
-        groups.setdefault((r["d"], r["delta"]), []).append(r)
-    out = []
-    for (d, delta), rs in sorted(groups.items()):
-        lengths = sorted(math.inf if r["censored"] else r["plateau_length"] for r in rs)
-        q = [quantile(lengths, p) for p in (0.25, 0.5, 0.75)]
-        plateaus = sorted(r["plateau_step"] for r in rs if r["plateau_step"] is not None)
-        out.append(
-            {
-                "d": d,
-                "delta": delta,
-                "runs": len(rs),
-                "censored": sum(r["censored"] for r in rs),
-                "learned": sum(r["learned"] for r in rs),
-                "before_escape_rule": sum(r["plateau_rule"] == "before_escape" for r in rs),
-                "q25": None if math.isinf(q[0]) else q[0],
-                "median": None if math.isinf(q[1]) else q[1],
-                "q75": None if math.isinf(q[2]) else q[2],
-                "quartile_censored": [math.isinf(v) for v in q],
-                "median_plateau_step": quantile(plateaus, 0.5) if plateaus else None,
-                "seconds": sum(r["seconds"] for r in rs),
-            }
-        )
-    return out
+    from rmt.experiments.grokking import plateau_summary
+
+    return plateau_summary(runs)
 
 
 def fmt_length(value, censored) -> str:
@@ -247,8 +174,7 @@ def fmt_length(value, censored) -> str:
 
 
 def summary_line(s) -> str:
-    c = s["quartile_censored"]
-    parts = [fmt_length(s[k], c[i]) for i, k in enumerate(("q25", "median", "q75"))]
+    parts = [fmt_length(s[k], s[k + "_censored"]) for k in ("q25", "median", "q75")]
     return (
         f"  d = {s['d']} delta = {s['delta']:g}: plateau length median {parts[1]} "
         f"[q25 {parts[0]}, q75 {parts[2]}] steps; censored {s['censored']}/{s['runs']}, "
