@@ -1,9 +1,9 @@
 """The experiments layer: the science of each command, returned as data (docs/theory.md 3-8).
 
-Functions here compute and return dataclasses or tidy rows.  Three of them also append each
+Functions here compute and return dataclasses or tidy rows.  Four of them also append each
 finished unit of work to a resumable table of the result store (:mod:`.store`), so that an
-interrupted run loses nothing: :func:`run_sweep`, :func:`.learning.run_learn` and
-:func:`.phase_diagram.phase_diagram`.  The commands (:mod:`rmt.app.commands`) call these
+interrupted run loses nothing: :func:`run_sweep`, :func:`.learning.run_learn`,
+:func:`.phase_diagram.phase_diagram` and :func:`.grokking.grokking`.  The commands (:mod:`rmt.app.commands`) call these
 functions and write the figures, summaries and JSON.
 
 - :mod:`.config`: :class:`~.config.RunConfig`, every option of the commands.
@@ -16,7 +16,8 @@ functions and write the figures, summaries and JSON.
 - :mod:`.training`: the first phase of gradient descent and the escape from the plateau.
 - :mod:`.learning`: what gradient descent learns across ``delta``; the simulated ``delta_NN``.
 - :mod:`.phase_diagram`: the asymptotic ``delta_NN`` over a grid of settings.
-- :mod:`.grokking`: the plateau length predicted from the DMFT spectrum at ``W1``.
+- :mod:`.grokking`: the plateau length of gradient descent, measured and predicted from the
+  DMFT spectrum at ``W1``.
 """
 
 from rmt.experiments.simulation import Simulation, prepare_point, simulate_point
