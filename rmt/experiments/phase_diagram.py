@@ -148,7 +148,10 @@ def cell_row(config, cell) -> dict:
     ----------
     config : rmt.RunConfig
         The settings every cell shares (the DMFT's ``dmft_steps``, ``dmft_samples``,
-        ``dmft_replicas``, the seed of its draws ``seeds[0]``, ``max_delta``).
+        ``dmft_replicas``, the seed of its draws ``seeds[0]``, ``max_delta``).  The standard
+        error is that of the ``dmft_replicas`` replicas of the last evaluation: a cell adds no
+        further replicas to reach a set error (``stderr_rtol=None`` of
+        :func:`rmt.dmft_delta_nn`).
     cell : dict
         The fields of ``config`` this cell replaces (:data:`AXES`).
 
@@ -164,7 +167,7 @@ def cell_row(config, cell) -> dict:
     t0 = time.perf_counter()
     res = dmft_delta_nn(
         cfg.model(), cfg.net(), MIN_DELTA, cfg.max_delta, replicas=cfg.dmft_replicas,
-        **cfg.dmft_options(),
+        stderr_rtol=None, **cfg.dmft_options(),
     )  # fmt: skip
     ref = reference_thresholds(cfg)
     row = {name: getattr(cfg, name) for name in AXES}
@@ -254,6 +257,7 @@ def phase_diagram(config, grid=None, out=None, scheduler=None, progress=None) ->
     for row in table.rows if table else []:
         rows[_key(row)] = row
     todo = [(config, c) for c in cells if _key({**_axes_of(config), **c}) not in rows]
+    todo.sort(key=lambda task: -_cost(config, task[1]))  # the longest first: a shorter makespan
     started = time.perf_counter()
 
     def on_result(task, row):
@@ -277,6 +281,11 @@ def phase_diagram(config, grid=None, out=None, scheduler=None, progress=None) ->
             )  # fmt: skip
     ordered = [rows[_key({**_axes_of(config), **c})] for c in cells]
     return PhaseDiagram(grid=grid, rows=ordered)
+
+
+def _cost(config, cell) -> float:
+    """The relative cost of a cell's DMFT solves: ``m^3`` (the responses, docs/theory.md (D3))."""
+    return float(cell.get("width", config.width)) ** 3
 
 
 def _axes_of(config) -> dict:
