@@ -10,7 +10,9 @@
    ``W1`` (``rmt learn``), both well above the population point's ``delta_pop``.
 4. The phase diagram: the asymptotic ``delta_NN`` of the DMFT (``d -> inf``) with its
    standard error against the width, softplus + Huber (``rmt phase-diagram``).
-5. Figures and tidy tables in ``results/demo``.
+5. The grokking-like delay: the plateau of gradient descent at ``d = 250`` above the ``m = 2``
+   cell's ``delta_NN``, against the plateau-length law (``rmt grokking``).
+6. Figures and tidy tables in ``results/demo``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from rmt.app.commands import (
+    cmd_grokking,
     cmd_learn,
     cmd_phase_diagram,
     cmd_sweep,
@@ -49,8 +52,14 @@ def main(argv=None):
     )
     parser.add_argument(
         "--phase-widths",
-        default="1,2,3",
+        default="1,2",
         help="widths of the phase diagram, '' to skip it (default %(default)s)",
+    )
+    parser.add_argument(
+        "--grokking-d",
+        type=int,
+        default=250,
+        help="dimension of the plateau-length runs, 0 to skip them (default %(default)s)",
     )
     args = parser.parse_args(argv)
 
@@ -119,8 +128,38 @@ def main(argv=None):
             f"{args.phase_widths}, softplus + Huber =="
         )
         grid = f"width={args.phase_widths}"
-        cmd_phase_diagram(replace(base, grid=grid), out / "phase_diagram")
+        phase = cmd_phase_diagram(replace(base, grid=grid), out / "phase_diagram")
+        found = [c for c in phase["cells"] if c["width"] == 2 and c["status"] == "found"]
+        if args.grokking_d and found:
+            grokking_demo(base, found[0], args.grokking_d, args.seeds, out / "grokking")
     print(f"demo finished in {time.perf_counter() - t0:.0f} s")
+
+
+#: the demo's plateau-length runs: ``delta`` in units of ``delta_NN``, and seeds a ``delta``
+GROKKING_RATIOS = (1.15, 1.35, 1.6, 1.9)
+GROKKING_SEEDS = 3
+
+
+def grokking_demo(base, cell, d, seeds, out):
+    """The plateau of gradient descent at ``d`` for ``delta`` from 1.15 to 1.9 times the
+    ``m = 2`` cell's ``delta_NN``, with the law beside it (``rmt grokking``)."""
+    value, se = cell["delta_nn"], cell["stderr"]
+    deltas = tuple(round(r * value, 2) for r in GROKKING_RATIOS)
+    print(
+        f"\n== the grokking-like delay: the plateau of gradient descent at d = {d}, m = 2, "
+        f"delta = {', '.join(map(str, deltas))} (delta_NN = {value:.3f}), "
+        f"{max(seeds, GROKKING_SEEDS)} seeds =="
+    )
+    config = replace(
+        base,
+        point="trained",
+        d=d,
+        deltas=deltas,
+        seeds=tuple(range(max(seeds, GROKKING_SEEDS))),
+        train_steps=4000,
+        delta_nn_mark=(value, se),
+    )
+    cmd_grokking(config, out)
 
 
 if __name__ == "__main__":
