@@ -298,8 +298,9 @@ def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
 
 def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
     """More steps are spent on a solve without a plateau only while its smoothed mean gradient
-    norm still falls (a first phase under way); a norm that oscillates at a high level (a
-    step size gradient descent cannot settle at) is reported at once, with the numbers."""
+    norm still falls (a first phase under way) or sits at the flat bottom of its plateau; a
+    norm that oscillates at a high level (a step size gradient descent cannot settle at), or
+    that rises again from its bottom, is reported at once, with the numbers."""
     from types import SimpleNamespace
 
     rule = rmt.PlateauRule(window=25)
@@ -310,6 +311,18 @@ def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
     why = dt._not_settling(wobble, rule, 0.5)
     g = smoothed_curve(np.mean([r.grad_norm for r in wobble], axis=0))
     assert f"{g[-1] / g.max():.2f} of its peak" in why and "does not settle at lr = 0.5" in why
+    # a fall to a bottom at 0.15 of the peak, then a slow rise (a local minimum the rule
+    # confirms only later), with noise: a plateau in the making, so the solve goes on
+    bottom = 0.15 + 0.85 * np.exp(-t / 30.0) + 1e-5 * np.clip(t - 250, 0, None) ** 2
+    noise = np.random.default_rng(0).normal(0.0, 1e-4, (2, t.size))
+    low = [SimpleNamespace(grad_norm=bottom + e) for e in noise]
+    gl = smoothed_curve(np.mean([r.grad_norm for r in low], axis=0))
+    assert np.mean(np.diff(gl[-26:]) < 0) < dt.FALLING_FRACTION  # the falling rule alone: no
+    assert dt._not_settling(low, rule, 0.5) == ""
+    # the same curve rising back to half its peak: gradient descent leaves the plateau upwards
+    back = [SimpleNamespace(grad_norm=bottom + 0.35 * np.clip((t - 200) / 100, 0, 1) + e)
+            for e in noise]  # fmt: skip
+    assert "does not settle" in dt._not_settling(back, rule, 0.5)
 
 
 def test_failures_of_one_kind_are_reported_once_with_their_deltas():

@@ -318,17 +318,25 @@ def dmft_margin(
 #: the least fraction of the steps of the last plateau-rule window over which the smoothed
 #: mean gradient norm falls, for a solve without a plateau to be continued with more steps
 FALLING_FRACTION = 0.8
+#: a smoothed mean gradient norm that ends at most this fraction of its peak has fallen to a
+#: plateau that the rule has not confirmed yet (a local minimum is confirmed only once the norm
+#: rises from it again): the solve is continued with more steps
+LOW_OF_PEAK = 0.3
 
 
 def _not_settling(results, rule, lr) -> str:
     """Why more steps would not bring a plateau ('' when they may): a first phase that is
     still under way has a smoothed mean gradient norm that falls step after step (at least
-    ``FALLING_FRACTION`` of the steps of the last ``rule.window``); one that rises, or wanders
-    (gradient descent oscillating at a step size it cannot settle at), will not reach a
-    plateau by going on, and each further step costs ``O(t^2)``."""
+    ``FALLING_FRACTION`` of the steps of the last ``rule.window``), and one that has reached
+    its plateau ends far below its peak (at most ``LOW_OF_PEAK`` of it), flat or rising from
+    its bottom; one that rises back towards its peak, or wanders at a high level (gradient
+    descent oscillating at a step size it cannot settle at), will not reach a plateau by going
+    on, and each further step costs ``O(t^2)``."""
     g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
     last = np.diff(g[-rule.window - 1 :])
     if last.size and np.mean(last < 0) >= FALLING_FRACTION:
+        return ""
+    if g.size and g[-1] <= LOW_OF_PEAK * np.max(g):
         return ""
     peak = float(np.max(g)) if g.size else float("nan")
     return (
