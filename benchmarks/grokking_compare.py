@@ -43,21 +43,26 @@ def parse_args(argv=None):
 
 
 def load(paths):
-    runs, summary, settings = [], [], None
+    """Runs, summaries, the first file's settings and the budget of each ``d``."""
+    runs, summary, settings, budgets = [], [], None, {}
     for path in paths:
         payload = json.loads(pathlib.Path(path).read_text())
         runs += payload["runs"]
         summary += payload["summary"]
         settings = settings or payload["settings"]
-    return runs, summary, settings
+        for d in payload["settings"]["d"]:
+            budgets[int(d)] = int(payload["settings"]["steps"])
+    return runs, summary, settings, budgets
 
 
 def main(argv=None):
     args = parse_args(argv)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    runs, summary, settings = load(args.sims)
-    budget = float(settings["steps"])
+    runs, summary, settings, budgets = load(args.sims)
+    # the censored marks of the figure sit at the least budget of the files (the budgets of
+    # each d are listed under the table)
+    budget = float(min(budgets.values()))
     cfg = rmt.RunConfig()
     sizes = sorted({int(s["d"]) for s in summary})
     deltas = sorted({float(s["delta"]) for s in summary})
@@ -101,10 +106,11 @@ def main(argv=None):
             pa, pb = at[(small, x)]["predicted_steps"], at[(large, x)]["predicted_steps"]
             pred = f"{pb / pa:.2f}" if pa and pb else "-"
             lines.append(f"| {x:g} | {sim} | {pred} |")
-    lines += ["", f"delta_NN (DMFT): {dnn:.3f} ± {se:.3f}; step budget {budget:.0f}"]
+    each = ", ".join(f"d = {d}: {b}" for d, b in sorted(budgets.items()))
+    lines += ["", f"delta_NN (DMFT): {dnn:.3f} ± {se:.3f}; step budget {each}"]
     (out / "comparison.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    curve_cfg = replace(cfg, d=sizes[0], train_steps=int(budget))
+    curve_cfg = replace(cfg, d=sizes[0], train_steps=budgets[sizes[0]])
     curve_deltas = [float(v) for v in args.curve_deltas.split(",")]
     curves = delay_curves(curve_cfg, curve_deltas, seed=0, after_escape=None)
     mark = {"delta": dnn, "interval": [dnn - 2 * se, dnn + 2 * se]} if se else dnn
