@@ -7,7 +7,7 @@ the size of a solve's, Jacobians of ``N`` draws), single-threaded, the contender
 
 * ``4 lanes``: ``response_row_m{m}`` (``dot_rows`` on ``<4 x double>``, the ``any`` row);
 * ``table``: ``rmt.kernels.dispatch.response_kernel(m)`` on this CPU's path (the 8-lane
-  ``response_row8_m4`` on AVX-512 for m = 4);
+  ``response_row8_m3``, ``_m4`` on AVX-512 for m = 3, 4);
 * ``generic``: ``response_row`` (the portable reference) for scale.
 
 Prints the medians, the multiply-add rate, the ratio table / 4 lanes, and the largest

@@ -1,7 +1,7 @@
 """The DMFT response rows by reverse mode (``rmt.kernels.dmft``) against direct references.
 
 - The kernels (the generic one, the ``dot_rows`` ones on 4 lanes for m = 1..4 and on 8 lanes
-  for m = 4, and the one the table picks on each path) against the definition:
+  for m = 3, 4, and the one the table picks on each path) against the definition:
   for each draw, the dense block lower-triangular ``G = (I + K J)^{-1}`` by ``numpy.linalg.solve``,
   and ``sum_n J^t_n G_n(t, p)``.
 - The solver (``rmt.dmft_gd``) against the forward recursion (D2) of docs/theory.md, run here in

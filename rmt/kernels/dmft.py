@@ -17,7 +17,7 @@ draw and the same ``m^3 t^2 / 2`` multiply-adds. ``K`` is read once per chunk of
 the innermost loops run over together, so the work is arithmetic, not memory traffic.
 
 :func:`response_row` (any ``m``) and ``response_row_m1`` .. ``_m4`` (the sums by the
-explicit-SIMD ``dot_rows`` on ``<4 x double>``), and ``response_row8_m4`` (on
+explicit-SIMD ``dot_rows`` on ``<4 x double>``), and ``response_row8_m3``, ``_m4`` (on
 ``<8 x double>``, four times the draws a chunk, for AVX-512; ``rmt.kernels.dispatch.response_kernel``
 picks by the table) return ``N R_psi(t, p) =
 sum_n J^t_n G_n(t, p)`` for ``p <= t``. The chunks are summed in their fixed order, so the
@@ -170,7 +170,16 @@ def response_row_m4(KT, J, t, out):
     _sum_chunks(part, out)
 
 
-# <8 x double> for 32 vector registers: 4 x 4 accumulators of 8 lanes
+# <8 x double> for 32 vector registers: 3 x 6 and 4 x 4 accumulators of 8 lanes
+@njit(cache=True, parallel=True)
+def response_row8_m3(KT, J, t, out):
+    """:func:`response_row` for m = 3 on 8 lanes: chunks of 16 draws, 18 accumulators."""
+    part = np.zeros((J.shape[3] // 16, t + 1, 3, 3))
+    for c in prange(part.shape[0]):
+        _chunk_rows(KT, J, t, part, c, 3, 16, 6, 8)
+    _sum_chunks(part, out)
+
+
 @njit(cache=True, parallel=True)
 def response_row8_m4(KT, J, t, out):
     """:func:`response_row` for m = 4 on 8 lanes: chunks of 8 draws, 16 accumulators."""
