@@ -145,17 +145,17 @@ def grokking_demo(base, cell, d, seeds, out):
     ``m = 2`` cell's ``delta_NN``, with the law beside it (``rmt grokking``)."""
     value, se = cell["delta_nn"], cell["stderr"]
     deltas = tuple(round(r * value, 2) for r in GROKKING_RATIOS)
+    seeds = tuple(range(max(seeds, GROKKING_SEEDS)))
     print(
         f"\n== the grokking-like delay: the plateau of gradient descent at d = {d}, m = 2, "
         f"delta = {', '.join(map(str, deltas))} (delta_NN = {value:.3f}), "
-        f"{max(seeds, GROKKING_SEEDS)} seeds =="
+        f"{len(seeds)} seeds =="
     )
     config = replace(
         base,
-        point="trained",
         d=d,
         deltas=deltas,
-        seeds=tuple(range(max(seeds, GROKKING_SEEDS))),
+        seeds=seeds,
         train_steps=4000,
         delta_nn_mark=(value, se),
     )

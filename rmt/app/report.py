@@ -23,6 +23,11 @@ def variant_label(row) -> str:
     return f"{row['target']}{noise}, {row['activation']}/{row['loss']}, m={row['width']}"
 
 
+def _with_notes(lines, notes) -> str:
+    """``lines`` followed by the numbered notes ``[i] text`` their marks refer to, as one text."""
+    return "\n".join([*lines, *(f"[{i}] {text}" for i, text in enumerate(notes, 1))])
+
+
 def format_threshold_table(rows) -> str:
     """A plain-text table for the terminal; the reasons for infinite values are footnotes, and
     a solver failure (``status == "failed"``) shows as ``FAILED``, never as a number."""
@@ -44,8 +49,7 @@ def format_threshold_table(rows) -> str:
             f"{variant_label(r):<{width}} {pop:>9} {r['delta_bbp']:>9.4g} "
             f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
         )
-    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
-    return "\n".join(lines)
+    return _with_notes(lines, notes)
 
 
 def format_sweep_table(rows) -> str:
@@ -108,8 +112,7 @@ def format_phase_table(rows, grid) -> str:
         no_pop = r["delta_pop"] is None or not np.isfinite(float(r["delta_pop"]))
         pop = "none" if no_pop else f"{float(r['delta_pop']):.4g}"
         lines.append(f"{label:<{width}} {value:>17} {float(r['delta_alg']):>9.4g} {pop:>9}")
-    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
-    return "\n".join(lines)
+    return _with_notes(lines, notes)
 
 
 def _length(value, censored) -> str:
@@ -141,5 +144,4 @@ def format_grokking_table(rows) -> str:
             f"{r['d']:>6} {float(r['delta']):>7.4g} {simulated:>28} {predicted:>10} {ratio:>6} "
             f"{censored:>9}"
         )
-    lines += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
-    return "\n".join(lines)
+    return _with_notes(lines, notes)

@@ -285,7 +285,9 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, dt
 
 
 @functools.cache
-def _step_kernel(equation: str, m: int, path: str):
+def _width_kernel(equation: str, m: int, path: str):
+    """The kernel of an equation whose rows depend on the width alone (``step``, ``loss``,
+    ``response``)."""
     return _lookup(equation, path, [f"m = {m}"], m)
 
 
@@ -307,12 +309,7 @@ def step_kernel(equation: str, m: int, target: str | None = None):
         ``kernel(X, Wt, y, a, act_code, loss_code, huber_delta, n_chunks)``, as
         ``descent.loss_grad_generic`` or ``descent.loss_generic``.
     """
-    return _step_kernel(equation, int(m), resolve_target(target))
-
-
-@functools.cache
-def _response_kernel(m: int, path: str):
-    return _lookup("response", path, [f"m = {m}"], m)
+    return _width_kernel(equation, int(m), resolve_target(target))
 
 
 def response_kernel(m: int, target: str | None = None):
@@ -330,4 +327,4 @@ def response_kernel(m: int, target: str | None = None):
     callable
         ``kernel(KT, J, t, out)``, as ``rmt.kernels.dmft.response_row``.
     """
-    return _response_kernel(int(m), resolve_target(target))
+    return _width_kernel("response", int(m), resolve_target(target))
