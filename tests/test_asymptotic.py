@@ -339,3 +339,46 @@ def test_failures_of_one_kind_are_reported_once_with_their_deltas():
         "delta = 4, 8: the solve failed at step 31: non-finite psi | "
         "delta = 16: no plateau within 300 steps"
     )
+
+
+def _finite_difference_hessian(net, data, W, eps=1e-6):
+    """The Hessian of the mean loss by central differences of its gradient (symmetrised),
+    in the order of ``rmt.Hessian``: neuron by neuron."""
+    d, m = W.shape
+    H = np.empty((d * m, d * m))
+    for j in range(d * m):
+        E = np.zeros(d * m)
+        E[j] = eps
+        step = E.reshape(d, m, order="F")
+        gp = net.loss_and_grad(data, W + step)[1].ravel(order="F")
+        gm = net.loss_and_grad(data, W - step)[1].ravel(order="F")
+        H[:, j] = (gp - gm) / (2 * eps)
+    return (H + H.T) / 2
+
+
+@pytest.mark.parametrize("loss", ["square", "huber"])
+def test_relu_with_a_convex_loss_has_a_positive_semidefinite_hessian_and_no_delta_nn(loss):
+    """ReLU (``sigma'' = 0`` almost everywhere) with a loss convex in the output: at a point
+    trained by gradient descent the finite-difference Hessian has no negative eigenvalue beyond
+    its rounding, so ``rmt.dmft_delta_nn`` answers "no transition" without a solve; softplus,
+    trained the same way, has a negative eigenvalue and is not answered that way."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(3, "relu", loss, a=np.array([1.0, -0.5, 0.8]))
+    data = model.sample(150, 20, rng=3)
+    W = rmt.gradient_descent(net, data, init_scale=1.0, lr=0.3, steps=300, rng=4).W_final
+    H = _finite_difference_hessian(net, data, W)
+    vals = np.linalg.eigvalsh(H)
+    assert vals[-1] > 0.05  # a Hessian with curvature, not a flat one
+    assert vals[0] > -1e-6 * vals[-1]
+    dense = rmt.Hessian(net, data, W).to_dense()
+    np.testing.assert_allclose(dense, H, atol=1e-6 * vals[-1])
+    smooth = rmt.TwoLayerNet(3, "softplus", loss, a=net.a)
+    W_smooth = rmt.gradient_descent(smooth, data, init_scale=1.0, lr=0.3, steps=300, rng=4).W_final
+    assert np.linalg.eigvalsh(_finite_difference_hessian(smooth, data, W_smooth))[0] < -1e-3
+    assert net.hessian_is_psd and not smooth.hessian_is_psd
+    res = rmt.dmft_delta_nn(model, net)
+    assert res.no_transition and not res.converged and np.isnan(res.value)
+    assert "positive semidefinite at every W" in res.message
+    assert res.evaluations == {} and res.pilot_evaluations == {}
+    with pytest.raises(ValueError, match="weight_decay"):
+        rmt.dmft_delta_nn(model, net, weight_decay=-0.1)

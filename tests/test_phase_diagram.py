@@ -3,6 +3,7 @@ asymptotic solver, cells without a number reported with their reason, resumable 
 ``rmt phase-diagram`` command (docs/theory.md section 8.10)."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -129,3 +130,16 @@ def test_command_writes_table_figures_and_json_and_refuses_a_bad_grid(tmp_path, 
     assert main(["phase-diagram", "--grid", "depth=1,2", "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "grid axis must be one of" in err[0] and not bad.exists()
+
+
+@pytest.mark.parametrize("loss", ["square", "huber"])
+def test_a_relu_cell_has_no_transition_with_the_reason(loss):
+    """ReLU with a convex loss: the Hessian is positive semidefinite at every point
+    (tests/test_asymptotic.py checks it by finite differences), so the cell is "none" with that
+    reason, the reason of the direct call, beside the population thresholds."""
+    cfg = replace(SMALL, width=4, activation="relu", loss=loss)
+    row = pd.cell_row(SMALL, {"width": 4, "activation": "relu", "loss": loss})
+    direct = rmt.dmft_delta_nn(cfg.model(), cfg.net(), pd.MIN_DELTA, 16.0, **cfg.dmft_options())
+    assert row["status"] == "none" and row["delta_nn"] is None and row["stderr"] is None
+    assert row["reason"] == direct.message and "positive semidefinite" in row["reason"]
+    assert row["delta_alg"] == pytest.approx(0.5, rel=1e-6)

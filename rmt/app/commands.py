@@ -554,6 +554,7 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
         "stderr": res.stderr if res.converged else None,
         "bracket": [res.lo, res.hi],
         "converged": res.converged,
+        "no_transition": res.no_transition,
         "message": res.message,
         "replicas": res.replicas,
         "n_samples": res.n_samples,
@@ -579,6 +580,8 @@ def _evaluation_record(ev) -> dict:
 
 def format_dmft_threshold(dmft: dict) -> str:
     """One line: the DMFT ``delta_NN`` with its standard error, or why it failed."""
+    if dmft.get("no_transition"):
+        return f"delta_NN (DMFT, d -> inf): none: {dmft['message']}"
     if not dmft["converged"]:
         return f"delta_NN (DMFT, d -> inf): not determined: {dmft['message']}"
     return (

@@ -191,7 +191,10 @@ def cell_row(config, cell) -> dict:
 
 def _status_of(res) -> str:
     """``"none"`` when every evaluation of the search reached its plateau and none had a
-    negative ``Theta*`` outlier; ``"not determined"`` when some solve failed on the way."""
+    negative ``Theta*`` outlier, or when the network cannot have one (``res.no_transition``);
+    ``"not determined"`` when some solve failed on the way."""
+    if res.no_transition:
+        return "none"
     evaluations = [*res.pilot_evaluations.values(), *res.evaluations.values()]
     if evaluations and all(ev.converged for ev in evaluations):
         return "none"

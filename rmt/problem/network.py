@@ -22,6 +22,10 @@ from rmt.validation import as_float_array, check_choice, check_nonneg_float, che
 
 ACTIVATIONS = tuple(ew.ACTIVATIONS)
 LOSSES = tuple(ew.LOSSES)
+#: activations whose second derivative vanishes almost everywhere
+ZERO_CURVATURE_ACTIVATIONS = ("relu",)
+#: losses convex in the network output (``l'' >= 0``)
+CONVEX_LOSSES = ("square", "logistic", "huber")
 
 
 class TwoLayerNet:
@@ -94,6 +98,17 @@ class TwoLayerNet:
     @property
     def loss_code(self) -> int:
         return ew.LOSSES[self.loss]
+
+    @property
+    def hessian_is_psd(self) -> bool:
+        """Whether the Hessian of the empirical loss is positive semidefinite at every ``W``.
+
+        It is when ``sigma'' = 0`` almost everywhere (``relu``) and the loss is convex in the
+        output (every loss of :data:`LOSSES`): then each curvature block is
+        ``D_i = l''(y_i, f_i) (a o sigma'(u_i)) (a o sigma'(u_i))^T >= 0`` (docs/theory.md 8.11),
+        and weight decay only adds a nonnegative multiple of the identity.
+        """
+        return self.activation in ZERO_CURVATURE_ACTIVATIONS and self.loss in CONVEX_LOSSES
 
     # -- elementwise pieces, shared with the theory ------------------------------------
     def sigma(self, U):

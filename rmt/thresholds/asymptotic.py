@@ -29,7 +29,7 @@ from rmt.dynamics.dmft import (
     smoothed_curve,
 )
 from rmt.kernels.threads import adaptive_threads
-from rmt.validation import check_positive_float, check_positive_int
+from rmt.validation import check_nonneg_float, check_positive_float, check_positive_int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -440,6 +440,10 @@ class DMFTThreshold:
         top-up; see ``stderr_rtol`` of :func:`dmft_delta_nn`) and the draws of each.
     pilot_evaluations : dict
         The evaluations of the pilot search (fewer draws), the same way.
+    no_transition : bool
+        True when the network cannot have a negative outlier at any ``delta`` (its Hessian is
+        positive semidefinite at every ``W``: ``TwoLayerNet.hessian_is_psd``); then nothing
+        was solved and ``message`` says why.
     """
 
     value: float
@@ -452,6 +456,15 @@ class DMFTThreshold:
     replicas: int = 0
     n_samples: int = 0
     pilot_evaluations: dict = field(default_factory=dict)
+    no_transition: bool = False
+
+
+#: why a network whose Hessian is positive semidefinite everywhere has no ``delta_NN``
+PSD_REASON = (
+    "no negative Theta* outlier at any delta: with {act} (sigma'' = 0 almost everywhere) and "
+    "the {loss} loss (convex in the output) the Hessian is positive semidefinite at every W "
+    "(docs/theory.md 8.11)"
+)
 
 
 def _interpolated_root(neg, pos):
@@ -637,7 +650,9 @@ def dmft_delta_nn(
     DMFTThreshold
         ``converged`` is False, with the reason and every evaluation, when no sign change was
         bracketed in ``[lo, hi]``, an evaluation failed where the search needed it, or
-        ``max_evals`` ran out; ``value`` and ``stderr`` are then NaN.
+        ``max_evals`` ran out; ``value`` and ``stderr`` are then NaN.  A network whose Hessian
+        is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU with a convex
+        loss) is answered without a solve: ``no_transition`` is True.
 
     Raises
     ------
@@ -674,6 +689,19 @@ def dmft_delta_nn(
     max_replicas = check_positive_int(
         4 * replicas if max_replicas is None else max_replicas, "max_replicas", minimum=replicas
     )
+    if getattr(net, "hessian_is_psd", False):  # weight decay >= 0 keeps it so
+        check_nonneg_float(kwargs.get("weight_decay", 0.0), "weight_decay")
+        return DMFTThreshold(
+            value=np.nan,
+            stderr=np.nan,
+            lo=lo,
+            hi=hi,
+            converged=False,
+            message=PSD_REASON.format(act=net.activation, loss=net.loss),
+            replicas=0,
+            n_samples=0,
+            no_transition=True,
+        )
     evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
