@@ -143,3 +143,20 @@ def test_a_relu_cell_has_no_transition_with_the_reason(loss):
     assert row["status"] == "none" and row["delta_nn"] is None and row["stderr"] is None
     assert row["reason"] == direct.message and "positive semidefinite" in row["reason"]
     assert row["delta_alg"] == pytest.approx(0.5, rel=1e-6)
+
+
+def test_the_terminal_table_prints_a_shared_reason_once():
+    """Cells without a number point at numbered notes; cells with the same reason share one."""
+    from rmt.app.report import format_phase_table
+
+    base = dict(delta_alg=0.5, delta_pop=None, delta_nn=None, stderr=None)
+    rows = [
+        dict(base, width=1, status="none", reason="no outlier"),
+        dict(base, width=2, status="found", reason="", delta_nn=2.5, stderr=0.02),
+        dict(base, width=3, status="not determined", reason="does not settle"),
+        dict(base, width=4, status="none", reason="no outlier"),
+    ]
+    lines = format_phase_table(rows, {"width": (1, 2, 3, 4)}).splitlines()
+    assert lines[2].split()[1:3] == ["none", "[1]"] and lines[5].split()[1:3] == ["none", "[1]"]
+    assert "2.500 ± 0.020" in lines[3] and "[2]" in lines[4]
+    assert lines[6:] == ["[1] no outlier", "[2] does not settle"]

@@ -23,6 +23,14 @@ def variant_label(row) -> str:
     return f"{row['target']}{noise}, {row['activation']}/{row['loss']}, m={row['width']}"
 
 
+def _note(notes, text) -> int:
+    """The number of the note ``text`` in ``notes``, appending it when it is new (a reason
+    shared by several rows is printed once)."""
+    if text not in notes:
+        notes.append(text)
+    return notes.index(text) + 1
+
+
 def _with_notes(lines, notes) -> str:
     """``lines`` followed by the numbered notes ``[i] text`` their marks refer to, as one text."""
     return "\n".join([*lines, *(f"[{i}] {text}" for i, text in enumerate(notes, 1))])
@@ -43,8 +51,7 @@ def format_threshold_table(rows) -> str:
         pop = "FAILED" if failed else f"{r['delta_pop']:.4g}"
         mark = ""
         if r["reason"]:
-            notes.append(r["reason"])
-            mark = f" [{len(notes)}]"
+            mark = f" [{_note(notes, r['reason'])}]"
         lines.append(
             f"{variant_label(r):<{width}} {pop:>9} {r['delta_bbp']:>9.4g} "
             f"{r['delta_alg']:>9.4g} {ratio:>7}{mark}"
@@ -107,8 +114,7 @@ def format_phase_table(rows, grid) -> str:
         if r["status"] == "found":
             value = f"{float(r['delta_nn']):.3f} ± {float(r['stderr']):.3f}"
         else:
-            notes.append(r["reason"])
-            value = f"{r['status']} [{len(notes)}]"
+            value = f"{r['status']} [{_note(notes, r['reason'])}]"
         no_pop = r["delta_pop"] is None or not np.isfinite(float(r["delta_pop"]))
         pop = "none" if no_pop else f"{float(r['delta_pop']):.4g}"
         lines.append(f"{label:<{width}} {value:>17} {float(r['delta_alg']):>9.4g} {pop:>9}")
@@ -134,8 +140,7 @@ def format_grokking_table(rows) -> str:
         q = [_length(r[k], r[k + "_censored"]) for k in ("median", "q25", "q75")]
         simulated = f"{q[0]} [{q[1]}, {q[2]}]"
         if r["predicted_steps"] is None:
-            notes.append(r["prediction_reason"] or "no prediction")
-            predicted = f"none [{len(notes)}]"
+            predicted = f"none [{_note(notes, r['prediction_reason'] or 'no prediction')}]"
         else:
             predicted = f"{float(r['predicted_steps']):.0f}"
         ratio = "-" if r["ratio"] is None else f"{float(r['ratio']):.2f}"
