@@ -14,6 +14,9 @@ is 0 in the ``d -> inf`` limit for an even target but ``O(1/d)`` at finite ``d``
 
 from __future__ import annotations
 
+import csv
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -106,3 +109,26 @@ def test_tanh_huber_dmft_curves_match_gradient_descent_from_unit_init():
     0.013, 0.018: the DMFT value is 0); ``tr Q`` 0.009, 0.003, 0.068 (0.11, 0.19, 0.43).
     """
     _assert_dmft_matches_gradient_descent("tanh", "huber", 0.5, 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+@pytest.mark.parametrize("target", ["phase_retrieval", "abs"])
+def test_order_parameter_at_the_dmft_plateau_matches_gradient_descent_at_d_2000(target):
+    """Above the threshold (``delta = 3``, softplus/Huber, m = 2, lr 0.5, init 0.01) the
+    ``d -> inf`` order parameter of docs/theory.md 7.4 from the DMFT Hessian law at its plateau
+    equals the simulated one: the squared ``Theta*`` overlap of the bottom eigenvector of
+    ``H(W1)`` of gradient descent at ``d = 2000``, 8 seeds (tests/data/order_parameter_d2000.csv,
+    rows of ``benchmarks/scan_order_parameter.py``), within 3 combined standard errors."""
+    path = pathlib.Path(__file__).parent / "data" / "order_parameter_d2000.csv"
+    sim = np.array(
+        [float(r["order_parameter"]) for r in csv.DictReader(path.open()) if r["target"] == target]
+    )
+    assert sim.size == 8
+    cfg = rmt.RunConfig(target=target)
+    ev = rmt.dmft_margin(cfg.model(), cfg.net(), 3.0, replicas=8, **cfg.dmft_options())
+    assert ev.converged, ev.message
+    op = np.array([h.order_parameter for h in ev.hessians])
+    se = np.hypot(sim.std(ddof=1) / np.sqrt(sim.size), op.std(ddof=1) / np.sqrt(op.size))
+    assert op.mean() > 0.1  # a Theta* outlier, not the null
+    assert abs(op.mean() - sim.mean()) <= 3 * se

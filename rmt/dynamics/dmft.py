@@ -1218,6 +1218,19 @@ class DMFTHessian:
     theta_margin: float = float("nan")
     learning_margin: float = float("nan")
 
+    @property
+    def order_parameter(self) -> float:
+        """The ``d -> inf`` value of the simulated order parameter of docs/theory.md 7.4: the
+        squared ``Theta*`` overlap of the bottom eigenvector when its eigenvalue is negative,
+        else 0.  The bottom is the lowest left outlier when there is one (its overlap), else
+        the bulk edge, whose eigenvectors carry no ``Theta*`` (0).  NaN when ``converged`` is
+        False."""
+        if not self.converged:
+            return float("nan")
+        if len(self.outliers) and self.outliers[0] < 0:
+            return float(self.overlaps_theta[0])
+        return 0.0
+
 
 def dmft_hessian(
     model,
