@@ -337,3 +337,64 @@ def test_command_writes_tables_manifest_and_figures(tmp_path, capsys):
     table = cap.err.strip().splitlines()
     assert table[-1].startswith("rmt grokking: 8 runs; wrote ")
     assert sum(line.split()[:2] in (["100", "4"], ["120", "7"]) for line in table) == 2
+
+
+def test_outlier_growth_is_the_integral_of_the_log_growth_until_the_merge():
+    """``G`` by the trapezoid rule against ``scipy.integrate.quad`` of ``log|1 - lr lambda(t)|``
+    for an outlier rising linearly to the edge; a merge between two evaluations adds half of
+    that interval at the last rate; no outlier at ``t1``: no growth."""
+    from scipy.integrate import quad
+
+    from rmt.dynamics.escape import outlier_growth
+
+    lr, t1, t_end = 0.5, 130.0, 330.0
+
+    def lam(t):
+        return -0.07 + 0.05 * (t - t1) / (t_end - t1)
+
+    steps = np.linspace(t1, t_end, 401)
+    exact = quad(lambda t: np.log(1 - lr * lam(t)), t1, t_end)[0]
+    g, merge = outlier_growth(steps, lam(steps), lr)
+    assert merge is None and g == pytest.approx(exact, rel=1e-6)
+    coarse = np.array([130.0, 150.0, 175.0])
+    g, merge = outlier_growth(coarse, [-0.07, -0.06, np.nan], lr)
+    half = 12.5 * np.log(1 + lr * 0.06)
+    assert merge == 175 and g == pytest.approx(20 * np.log((1.035 * 1.03) ** 0.5) + half)
+    assert outlier_growth(coarse, [np.nan, -0.06, -0.05], lr) == (0.0, 130)
+    with pytest.raises(ValueError, match="increase"):
+        outlier_growth([1.0, 1.0], [-0.1, -0.1], lr)
+
+
+def test_escape_regime_compares_the_growth_with_half_the_log_of_m_d():
+    bar = 0.5 * np.log(2 * 1000)  # 3.80
+    assert gk.escape_regime([bar + 0.1, bar + 1.0], 1000, 2) == "before the merge"
+    assert gk.escape_regime([bar - 0.1, np.nan], 1000, 2) == "after the merge"
+    assert gk.escape_regime([bar - 0.1, bar + 0.1], 1000, 2) == "at the bar"
+    assert gk.escape_regime([np.nan], 1000, 2) == "unknown"
+    # a larger d raises the bar: the same growth falls after the merge
+    assert gk.escape_regime([4.1, 4.2], 1000, 2) == "before the merge"
+    assert gk.escape_regime([4.1, 4.2], 4000, 2) == "after the merge"
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_outlier_lifetime_reads_the_hessian_law_along_the_dmft_trajectory():
+    """A small solve (phase retrieval, softplus/Huber, m = 2, ``delta = 3.2``): the plateau, the
+    outlier at each evaluated step and the merge are those of direct
+    ``rmt.dynamics.dmft.hessian_at_step`` calls on the same replica, and ``G`` their sum."""
+    from rmt.dynamics.dmft import dmft_replicas, hessian_at_step
+    from rmt.dynamics.escape import outlier_growth
+
+    cfg = replace(rmt.RunConfig(), dmft_samples=800)
+    life = rmt.outlier_lifetime(cfg, 3.2, steps=400, every=50, replicas=2)
+    assert life.reasons == () and life.t1[0] is not None
+    rep = dmft_replicas(cfg.model(), cfg.net(), 3.2, cfg.lr, 400, cfg.init_scale,
+                        replicas=2, n_samples=800, rng=cfg.seeds[0])  # fmt: skip
+    t1 = life.t1[0]
+    at = [t1, *range(50 * (t1 // 50 + 1), 400, 50)]
+    lam = [hessian_at_step(rep.results[0], cfg.net(), t).theta_outlier for t in at]
+    first_gone = next((i for i, v in enumerate(lam) if not np.isfinite(v)), len(lam))
+    g, merge = outlier_growth(at[: first_gone + 1], lam[: first_gone + 1], cfg.lr)
+    assert np.isfinite(lam[0]) and lam[0] < 0  # an outlier at the plateau
+    assert life.merge[0] == merge and life.growth[0] == pytest.approx(g, rel=1e-12)
+    assert life.growth[0] > 0

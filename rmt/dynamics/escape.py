@@ -402,3 +402,51 @@ def plateau_length(
             break
     steps = 0.5 * (lo + hi)
     return PlateauPrediction(steps=steps, time=lr * steps, **common)
+
+
+def outlier_growth(steps, outliers, lr) -> tuple[float, int | None]:
+    """The growth of the ``Theta*`` component while the outlier lasts (docs/theory.md 7.7).
+
+    Along the plateau the Hessian drifts; its ``Theta*`` outlier ``lambda_o(t)`` multiplies the
+    component along it by ``|1 - lr lambda_o(t)|`` per step until it merges with the bulk edge.
+    This is ``G = sum_{t1 <= t < t_merge} log|1 - lr lambda_o(t)|``, by the trapezoid rule on
+    the evaluated steps, with half of the interval in which the outlier disappears.
+
+    Parameters
+    ----------
+    steps : array_like (K,)
+        Increasing steps, the first the plateau ``t1``.
+    outliers : array_like (K,)
+        The ``Theta*`` outlier at each step; NaN where there is none (merged with the edge).
+    lr : float
+        The step size.
+
+    Returns
+    -------
+    growth : float
+        ``G`` (natural logarithm); 0 when there is no outlier at ``t1``.
+    merge : int or None
+        The first evaluated step without an outlier (None: it lasts to the last step, and
+        ``G`` is a lower bound).
+
+    Raises
+    ------
+    ValueError
+        For steps that do not increase, or arrays of different lengths.
+    """
+    t = as_float_array(steps, "steps", ndim=1)
+    lam = np.asarray(outliers, dtype=np.float64)
+    if lam.shape != t.shape:
+        raise ValueError(f"outliers must have the shape of steps {t.shape}; got {lam.shape}")
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        raise ValueError("steps must increase")
+    lr = check_positive_float(lr, "lr")
+    gone = np.flatnonzero(~np.isfinite(lam))
+    if gone.size and gone[0] == 0:
+        return 0.0, int(t[0])
+    k = int(gone[0]) if gone.size else t.size
+    logs = np.log(np.abs(1.0 - lr * lam[:k]))
+    growth = float(np.sum(np.diff(t[:k]) * (logs[1:] + logs[:-1]) / 2.0))
+    if not gone.size:
+        return growth, None
+    return growth + float((t[k] - t[k - 1]) * logs[-1] / 2.0), int(t[k])

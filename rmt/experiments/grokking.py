@@ -24,8 +24,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rmt.dynamics.dmft import DMFTHessian, dmft_hessian
-from rmt.dynamics.escape import PlateauPrediction, plateau_length
+from rmt.dynamics.descent import PlateauRule
+from rmt.dynamics.dmft import (
+    DMFTHessian,
+    dmft_hessian,
+    dmft_replicas,
+    hessian_at_step,
+    plateau_of_curves,
+)
+from rmt.dynamics.escape import PlateauPrediction, outlier_growth, plateau_length
 from rmt.experiments.config import parse_deltas, parse_sizes, parse_stop_after_escape
 from rmt.experiments.learning import LEARNED_OVERLAP, run_descent
 from rmt.experiments.store import (
@@ -38,6 +45,7 @@ from rmt.experiments.store import (
 from rmt.freeprob import bulk_density
 from rmt.freeprob.mp import ConvergenceError
 from rmt.operators import distributed
+from rmt.thresholds.asymptotic import PLATEAU_WINDOW
 from rmt.validation import check_positive_float, check_positive_int
 
 #: points of the bulk-density grid between the edges
@@ -201,6 +209,131 @@ RUNS_FILE, SUMMARY_FILE = "grokking_runs.csv", "grokking_summary.csv"
 GROKKING_GROWING = (*GROWING_FIELDS, "d", "sizes", "dmft_steps", "dmft_samples")
 #: the steps a run of the delay-curve figure goes on after its escape (:func:`delay_curves`)
 CURVE_STEPS_AFTER_ESCAPE = 1000
+
+
+@dataclass(frozen=True)
+class OutlierLifetime:
+    """The ``Theta*`` outlier along the DMFT trajectory after its plateau, per replica
+    (:func:`outlier_lifetime`, docs/theory.md 7.7).
+
+    ``t1`` the plateau step, ``merge`` the first evaluated step where the outlier has merged
+    with the bulk edge (None: it lasted to ``steps``), ``growth`` the outlier's growth ``G``
+    from ``t1`` to the merge (a lower bound where ``merge`` is None); a replica that failed
+    has ``t1 = None``, ``growth = nan`` and its reason in ``reasons``.
+    """
+
+    delta: float
+    steps: int
+    t1: tuple
+    merge: tuple
+    growth: tuple
+    reasons: tuple = ()
+
+    def regime(self, d, width) -> str:
+        """Where the escape at dimension ``d`` falls (:func:`escape_regime`)."""
+        return escape_regime(self.growth, d, width)
+
+
+def escape_regime(growth, d, width) -> str:
+    """Whether the ``Theta*`` component escapes before its outlier merges with the bulk edge
+    (docs/theory.md 7.7): it starts at about ``(m d)^{-1/2}`` and must reach ``O(1)``, a climb
+    of ``(1/2) log(m d)``; the outlier gives it ``G``.
+
+    Parameters
+    ----------
+    growth : sequence of float
+        ``G`` of each replica (:class:`OutlierLifetime`).
+    d, width : int
+        The dimension and the width ``m``.
+
+    Returns
+    -------
+    str
+        ``"before the merge"`` when every replica's ``G`` exceeds the bar (the plateau of the
+        frozen law, ``log d``), ``"after the merge"`` when none does (a much longer plateau),
+        ``"at the bar"`` otherwise, ``"unknown"`` without a finite ``G``.
+    """
+    g = np.asarray(growth, dtype=np.float64)
+    g = g[np.isfinite(g)]
+    if not g.size:
+        return "unknown"
+    bar = 0.5 * math.log(check_positive_int(width, "width") * check_positive_int(d, "d"))
+    if g.min() > bar:
+        return "before the merge"
+    if g.max() < bar:
+        return "after the merge"
+    return "at the bar"
+
+
+def outlier_lifetime(config, delta, steps=600, every=25, replicas=2) -> OutlierLifetime:
+    """How long the ``Theta*`` outlier of the Hessian lasts after the DMFT plateau, and how much
+    it grows the ``Theta*`` component meanwhile (docs/theory.md 7.7).
+
+    Each replica solves the DMFT for ``steps`` steps (cost ``T^3``, docs/theory.md 8.8), finds
+    its plateau ``t1`` (the rule of :func:`rmt.dmft_delta_nn`) and evaluates the Hessian law
+    (:func:`rmt.dynamics.dmft.hessian_at_step`) at ``t1`` and every ``every`` steps after it;
+    :func:`rmt.dynamics.escape.outlier_growth` gives ``G`` and the merge step.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        Target, network, ``lr``, ``init_scale``, ``weight_decay``; the DMFT's draws
+        ``dmft_samples`` and seed ``seeds[0]`` (replica ``r`` draws from the ``r``-th child).
+    delta : float
+        The sample ratio.
+    steps, every, replicas : int
+        The steps solved, the spacing of the evaluations, the replicas (at least 2).
+
+    Returns
+    -------
+    OutlierLifetime
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input, before any solve.
+    """
+    delta = check_positive_float(delta, "delta")
+    steps = check_positive_int(steps, "steps", minimum=2)
+    every = check_positive_int(every, "every")
+    replicas = check_positive_int(replicas, "replicas", minimum=2)
+    model, net = config.model(), config.net()
+    rep = dmft_replicas(
+        model, net, delta, config.lr, steps, config.init_scale, replicas=replicas,
+        weight_decay=config.weight_decay, n_samples=config.dmft_samples, rng=config.seeds[0],
+    )  # fmt: skip
+    rule = PlateauRule(window=PLATEAU_WINDOW)
+    t1s, merges, growths, reasons = [], [], [], []
+    for r, res in enumerate(rep.results):
+        t1 = None
+        if res.converged:
+            t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
+        if t1 is None:
+            why = res.message if not res.converged else f"no plateau within {steps} steps"
+            t1s.append(None)
+            merges.append(None)
+            growths.append(float("nan"))
+            reasons.append(f"replica {r}: {why}")
+            continue
+        at = [t1, *range(every * (t1 // every + 1), steps, every)]
+        lam = []
+        for t in at:
+            h = hessian_at_step(res, net, t, weight_decay=config.weight_decay)
+            if not h.converged:
+                break
+            lam.append(h.theta_outlier)
+            if not np.isfinite(h.theta_outlier):
+                break
+        g, merge = outlier_growth(at[: len(lam)], lam, config.lr)
+        t1s.append(int(t1))
+        merges.append(merge)
+        growths.append(g)
+        if len(lam) < len(at) and np.isfinite(lam[-1] if lam else np.nan):
+            reasons.append(f"replica {r}: the Hessian law failed at step {at[len(lam)]}")
+    return OutlierLifetime(
+        delta=delta, steps=steps, t1=tuple(t1s), merge=tuple(merges), growth=tuple(growths),
+        reasons=tuple(reasons),
+    )  # fmt: skip
 
 
 def plateau_run(config, delta, seed, stop_after_escape=None) -> dict:
