@@ -398,3 +398,37 @@ def test_outlier_lifetime_reads_the_hessian_law_along_the_dmft_trajectory():
     assert np.isfinite(lam[0]) and lam[0] < 0  # an outlier at the plateau
     assert life.merge[0] == merge and life.growth[0] == pytest.approx(g, rel=1e-12)
     assert life.growth[0] > 0
+
+
+def test_the_summary_carries_the_outlier_growth_and_the_regime_at_each_d(tmp_path, monkeypatch):
+    """With ``lifetime_steps`` the summary gives, at each ``(d, delta)``, the mean growth ``G``
+    of the lifetime's replicas and the side of ``(1/2) log(m d)`` it falls on (here m = 2:
+    3.40 at d = 450, 3.80 at d = 1000), and the terminal table shows them."""
+    from rmt.app.report import format_grokking_table
+
+    planted = {4.0: (3.3, 3.5), 7.0: (4.0, 4.2)}
+    asked = []
+
+    def lifetime(config, delta, steps, replicas):
+        asked.append((delta, steps, replicas))
+        g = planted[delta]
+        return gk.OutlierLifetime(delta, steps, (130, 131), (None, None), g)
+
+    monkeypatch.setattr(gk, "outlier_lifetime", lifetime)
+    cfg = replace(TINY, lifetime_steps=300)
+    points = dict(TINY_POINTS, sizes=[450, 1000])
+    res = gk.grokking(cfg, **points, out=tmp_path, progress=False)
+    assert asked == [(4.0, 300, gk.LIFETIME_REPLICAS), (7.0, 300, gk.LIFETIME_REPLICAS)]
+    assert 0.5 * np.log(2 * 450) == pytest.approx(3.401, abs=1e-3)
+    expect = {
+        (450, 4.0): "at the bar", (1000, 4.0): "after the merge",
+        (450, 7.0): "before the merge", (1000, 7.0): "before the merge",
+    }  # fmt: skip
+    for (d, delta), regime in expect.items():
+        row = res.at(d, delta)
+        assert row["regime"] == regime
+        assert row["growth"] == pytest.approx(np.mean(planted[delta]), rel=1e-15)
+    text = format_grokking_table(res.summary)
+    assert "escape" in text.splitlines()[0] and "after the merge" in text
+    on_disk = {(r["d"], r["delta"]): r for r in read_table(tmp_path / gk.SUMMARY_FILE)}
+    assert on_disk[(1000, 4.0)]["regime"] == "after the merge"

@@ -130,10 +130,12 @@ def format_grokking_table(rows) -> str:
     """The grokking-like delay, one line per ``(d, delta)``: the simulated plateau length,
     median [q25, q75] in steps (a quantile on a censored run shows as ``> budget``), the
     predicted length of the law (or why there is none, as a footnote), their ratio and the
-    censored runs (``grokking_summary.csv`` rows)."""
+    censored runs (``grokking_summary.csv`` rows); where the rows carry it, the outlier's growth
+    ``G`` and whether the escape comes before its merge (docs/theory.md 7.7)."""
+    regimes = any(r.get("regime") for r in rows)
     head = (
         f"{'d':>6} {'delta':>7} {'median [q25, q75]':>28} {'predicted':>10} {'ratio':>6} "
-        f"{'censored':>9}"
+        f"{'censored':>9}" + (f" {'G':>5}  escape" if regimes else "")
     )
     lines, notes = [head, "-" * len(head)], []
     for r in rows:
@@ -145,8 +147,12 @@ def format_grokking_table(rows) -> str:
             predicted = f"{float(r['predicted_steps']):.0f}"
         ratio = "-" if r["ratio"] is None else f"{float(r['ratio']):.2f}"
         censored = f"{r['censored']}/{r['runs']}"
-        lines.append(
+        line = (
             f"{r['d']:>6} {float(r['delta']):>7.4g} {simulated:>28} {predicted:>10} {ratio:>6} "
             f"{censored:>9}"
         )
+        if regimes:
+            g = "-" if r.get("growth") is None else f"{float(r['growth']):.2f}"
+            line += f" {g:>5}  {r.get('regime') or '-'}"
+        lines.append(line)
     return _with_notes(lines, notes)

@@ -365,6 +365,14 @@ class RunConfig:
         ("threshold", "learn", "phase-diagram", "grokking"),
         "search",
     )
+    lifetime_steps: int = option(
+        0,
+        "steps of the DMFT past its plateau to follow the Theta* outlier until it merges with "
+        "the bulk edge; its growth G against (1/2) log(m d) says whether the escape comes "
+        "before the merge (docs/theory.md 7.7); 0: not computed",
+        ("grokking",),
+        "search",
+    )
     dmft_replicas: int = option(
         8,
         "independent DMFT replicas per delta: the Monte Carlo error of delta_NN",
@@ -428,6 +436,7 @@ class RunConfig:
         check_positive_int(self.dmft_steps, "dmft_steps", minimum=2)
         check_positive_int(self.dmft_samples, "dmft_samples", minimum=2)
         check_positive_int(self.dmft_replicas, "dmft_replicas", minimum=2)
+        check_positive_int(self.lifetime_steps, "lifetime_steps", minimum=0)
         if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:
             raise ValueError(f"max_delta must be > {MIN_DELTA}; got {self.max_delta}")
         if not isinstance(self.table, (bool, np.bool_)):

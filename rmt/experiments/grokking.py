@@ -50,6 +50,8 @@ from rmt.validation import check_positive_float, check_positive_int
 
 #: points of the bulk-density grid between the edges
 DENSITY_POINTS = 400
+#: DMFT replicas of :func:`outlier_lifetime` in :func:`grokking` (``lifetime_steps > 0``)
+LIFETIME_REPLICAS = 4
 
 
 @dataclass(frozen=True)
@@ -130,12 +132,22 @@ def plateau_law(config, deltas, sizes) -> list[PlateauLaw]:
     return out
 
 
-def prediction_row(law: PlateauLaw, d: int) -> dict:
+def prediction_row(law: PlateauLaw, d: int, lifetime=None, width=1) -> dict:
     """One row of the comparison table: ``delta``, ``d``, the outlier, the edge, the gap and the
-    predicted plateau (``None`` with the reason where there is none)."""
+    predicted plateau (``None`` with the reason where there is none); with ``lifetime`` (an
+    :class:`OutlierLifetime` at this ``delta``) the mean growth ``G`` of its replicas and the
+    escape's regime at ``d`` for a network of ``width`` neurons (:func:`escape_regime`), else
+    ``None`` and ``""``."""
     h = law.hessian
     pred: PlateauPrediction | None = law.by_d.get(int(d))
+    growth, regime = None, ""
+    if lifetime is not None:
+        g = np.asarray(lifetime.growth, dtype=np.float64)
+        growth = float(g[np.isfinite(g)].mean()) if np.isfinite(g).any() else None
+        regime = lifetime.regime(int(d), width)
     return {
+        "growth": growth,
+        "regime": regime,
         "delta": law.delta,
         "d": int(d),
         "t1": h.t1,
@@ -200,13 +212,15 @@ SUMMARY_COLUMNS = [
     "outlier",
     "overlap",
     "edge",
+    "growth",
+    "regime",
     "prediction_reason",
 ]
 #: the files of :func:`grokking` in its ``out``
 RUNS_FILE, SUMMARY_FILE = "grokking_runs.csv", "grokking_summary.csv"
 #: what a rerun into the same folder may change: it adds runs (deltas, seeds, sizes) or changes
 #: only the prediction, which is computed again each time (the DMFT's settings)
-GROKKING_GROWING = (*GROWING_FIELDS, "d", "sizes", "dmft_steps", "dmft_samples")
+GROKKING_GROWING = (*GROWING_FIELDS, "d", "sizes", "dmft_steps", "dmft_samples", "lifetime_steps")
 #: the steps a run of the delay-curve figure goes on after its escape (:func:`delay_curves`)
 CURVE_STEPS_AFTER_ESCAPE = 1000
 
@@ -533,7 +547,8 @@ def compare_with_law(summary, predictions) -> list[dict]:
     list of dict
         :data:`SUMMARY_COLUMNS` rows: each summary row with the predicted length, ``ratio``
         (the simulated median over the predicted length; ``None`` where either is missing),
-        the DMFT's plateau step ``t1``, outlier, overlap and edge, and ``prediction_reason``
+        the DMFT's plateau step ``t1``, outlier, overlap and edge, the outlier's growth ``G``
+        and the escape's regime (:func:`prediction_row`), and ``prediction_reason``
         (why there is no prediction; ``"no prediction"`` where none was made at that point).
     """
     at = {(int(p["d"]), float(p["delta"])): p for p in predictions}
@@ -543,7 +558,8 @@ def compare_with_law(summary, predictions) -> list[dict]:
         pred = p.get("predicted_steps")
         ratio = s["median"] / pred if pred and s["median"] is not None else None
         row = {**s, "predicted_steps": pred, "ratio": ratio}
-        row.update({k: p.get(k) for k in ("t1", "outlier", "overlap", "edge")})
+        row.update({k: p.get(k) for k in ("t1", "outlier", "overlap", "edge", "growth")})
+        row["regime"] = p.get("regime", "")
         row["prediction_reason"] = p.get("reason", "no prediction")
         out.append(row)
     return out
@@ -711,7 +727,16 @@ def grokking(
         )  # fmt: skip
         runs = [rows[k] for k in keys]
         laws = plateau_law(cfg, cfg.deltas, dims)
-        predictions = [prediction_row(law, d) for law in laws for d in dims]
+        lives = {
+            law.delta: outlier_lifetime(
+                cfg, law.delta, cfg.lifetime_steps, replicas=LIFETIME_REPLICAS
+            )
+            for law in laws
+            if cfg.lifetime_steps and law.hessian.converged
+        }
+        predictions = [
+            prediction_row(law, d, lives.get(law.delta), cfg.width) for law in laws for d in dims
+        ]
         summary = compare_with_law(plateau_summary(runs), predictions)
         if table is not None:
             table.sort()
