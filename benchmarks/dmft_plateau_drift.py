@@ -12,12 +12,17 @@ compares with ``(1/2) log(m d)``, and the outlier's own growth
 hundreds.
 
 Run: ``python benchmarks/dmft_plateau_drift.py --delta 3.2 --steps 600 [--every 50]
-[--replicas 2] [--first 0] [--draws 2500]``.
+[--replicas 2] [--first 0] [--draws 2500]``; ``--collect DIR`` instead reads every
+``delta*.log`` of ``DIR`` and writes ``DIR/growth.csv``: one row per (``delta``, replica) with
+``t1``, the merge step and ``G``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import pathlib
+import re
 import time
 
 import numpy as np
@@ -29,6 +34,39 @@ from rmt.dynamics.escape import outlier_growth
 from rmt.thresholds.asymptotic import PLATEAU_WINDOW
 
 
+def collect(folder) -> list[dict]:
+    """Per (``delta``, replica) of the logs in ``folder``: ``t1``, the merge step (None: not
+    within the run) and ``G`` by :func:`rmt.dynamics.escape.outlier_growth` on the logged
+    outliers; written to ``folder/growth.csv``."""
+    folder = pathlib.Path(folder)
+    rows = []
+    for path in sorted(folder.glob("delta*.log")):
+        head = re.match(r"delta([0-9.]+?)(_T(\d+))?(_more)?\.log", path.name)
+        cur = None
+        for line in path.read_text().splitlines():
+            m = re.match(r"replica (\d+): solved (\d+) steps .* plateau (\d+)", line)
+            if m:
+                cur = {"delta": float(head.group(1)), "replica": int(m.group(1)),
+                       "steps": int(m.group(2)), "t1": int(m.group(3)), "at": [], "lam": []}  # fmt: skip
+                rows.append(cur)
+                continue
+            m = re.match(r"\s+t =\s+(\d+):.*Theta\* outlier ([-+0-9.na]+) ", line)
+            if m and cur is not None:
+                cur["at"].append(int(m.group(1)))
+                cur["lam"].append(float(m.group(2)))
+    out = []
+    for r in rows:
+        g, merge = outlier_growth(r["at"], r["lam"], rmt.RunConfig().lr)
+        out.append({"delta": r["delta"], "replica": r["replica"], "steps": r["steps"],
+                    "t1": r["t1"], "merge": merge, "growth": g})  # fmt: skip
+    out.sort(key=lambda r: (r["delta"], r["steps"], r["replica"]))
+    with (folder / "growth.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(out[0]))
+        w.writeheader()
+        w.writerows(out)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--delta", type=float, default=3.2)
@@ -37,7 +75,12 @@ def main(argv=None):
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--first", type=int, default=0, help="seed of the first replica")
     ap.add_argument("--draws", type=int, default=2500)
+    ap.add_argument("--collect", default=None, help="write DIR/growth.csv from DIR's logs")
     args = ap.parse_args(argv)
+    if args.collect:
+        for r in collect(args.collect):
+            print(r)
+        return
     cfg = rmt.RunConfig()
     model, net = cfg.model(), cfg.net()
     for r in range(args.first, args.first + args.replicas):
