@@ -41,7 +41,7 @@ def collect(folder) -> list[dict]:
     folder = pathlib.Path(folder)
     rows = []
     for path in sorted(folder.glob("delta*.log")):
-        head = re.match(r"delta([0-9.]+?)(_T(\d+))?(_more)?\.log", path.name)
+        head = re.match(r"delta([0-9.]+?)(_T(\d+))?(_more\d*)?\.log", path.name)
         cur = None
         for line in path.read_text().splitlines():
             m = re.match(r"replica (\d+): solved (\d+) steps .* plateau (\d+)", line)
