@@ -840,8 +840,11 @@ def _mu(prob, draws, st, t) -> np.ndarray:
 
 
 #: a pivot of the factor of ``Q_perp`` below this fraction of the largest variance at its time
-#: is a direction in which the field has no new randomness: it is set to 0 (eq. (D7))
-PIVOT_RTOL = 1e-10
+#: is a direction in which the field has no new randomness: it is set to 0 (eq. (D7)).  About
+#: ``sqrt(eps)``: a kept pivot ``p`` puts rounding errors of relative size ``eps / p`` into its
+#: column, and those enter every later Schur complement; at ``1e-10`` such columns cascaded into
+#: pivots of ``-0.3`` times the variance and a field many times too wide (docs/theory.md 8.6)
+PIVOT_RTOL = 1e-8
 
 
 def _factor_row(st, t) -> None:
