@@ -167,10 +167,10 @@ def mean_se(a):
     return a.mean(axis=0), a.std(axis=0, ddof=1) / np.sqrt(a.shape[0])
 
 
-def compare(sim, theory, d, points):
+def compare(sim, theory, d, points, quantities=QUANTITIES):
     """One record per (quantity, point): means, standard errors, gap, tolerance, pass."""
     rows = []
-    for q in QUANTITIES:
+    for q in quantities:
         g, g_se = mean_se(sim[q])
         th, th_se = mean_se(theory[q])
         for j, t in enumerate(points):

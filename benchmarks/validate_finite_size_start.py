@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 from _util import cpu_info
+from validate_dmft_curves import compare as curves_compare
 
 import rmt
 
@@ -100,22 +101,16 @@ def dmft_runs(model, net, args, points):
     return out, notes
 
 
-def compare(sim, theory, d):
-    """Per quantity and point: the two means, the gap over its tolerance, and pass."""
-    rows = []
-    for q in QUANTITIES:
-        g, th = sim[q], theory[q]
-        for j in range(g.shape[1]):
-            gm, gs = g[:, j].mean(), g[:, j].std(ddof=1) / np.sqrt(g.shape[0])
-            tm, ts = th[:, j].mean(), th[:, j].std(ddof=1) / np.sqrt(th.shape[0])
-            allowance = 3.0 / d if q == "M2" else 0.01 * abs(gm)
-            tol = 4 * np.hypot(gs, ts) + allowance
-            gap = abs(tm - gm)
-            ok = bool(np.isfinite(gap) and gap <= tol)
-            rows.append({"quantity": q, "j": j, "gd": gm, "gd_se": gs, "dmft": tm,
-                         "dmft_se": ts, "ratio": gap / tol if np.isfinite(gap) else np.nan,
-                         "passed": ok})  # fmt: skip
-    return rows
+def compare(sim, theory, d, points):
+    """Per quantity and point: the two means and standard errors, the gap over its tolerance
+    and pass, by the rule of ``validate_dmft_curves.compare``."""
+    return [
+        {"quantity": r["quantity"], "t": r["t"], "gd": r["gd_mean"], "gd_se": r["gd_se"],
+         "dmft": r["dmft_mean"], "dmft_se": r["dmft_se"],
+         "ratio": r["gap"] / r["tol"] if np.isfinite(r["gap"]) else np.nan,
+         "passed": r["passed"]}
+        for r in curves_compare(sim, theory, d, points, QUANTITIES)
+    ]  # fmt: skip
 
 
 def main(argv=None):
@@ -136,18 +131,17 @@ def main(argv=None):
             for project in (False, True):
                 sims = [gd_run(model, net, args, d, s, points, project) for s in range(args.seeds)]
                 sim = {q: np.array([x[q] for x in sims]) for q in QUANTITIES}
-                cells = compare(sim, theory, d)
+                cells = compare(sim, theory, d, points)
                 label = "kept off Theta*" if project else "as it is"
                 worst = max(cells, key=lambda c: -1 if np.isnan(c["ratio"]) else c["ratio"])
                 failed = [c for c in cells if not c["passed"]]
                 for c in cells:
-                    rows.append({"loss": loss, "d": d, "kind": label, "t": points[c["j"]],
-                                 **{k: c[k] for k in c if k != "j"}})  # fmt: skip
+                    rows.append({"loss": loss, "d": d, "kind": label, **c})
                 m2 = [c for c in cells if c["quantity"] == "M2"][-1]
                 print(
                     f"{loss:>6} d={d:5d} GD {label:<15}: {len(cells) - len(failed)} of "
                     f"{len(cells)} cells pass; worst {worst['quantity']} at t = "
-                    f"{points[worst['j']]}: gap/tol {worst['ratio']:.2f}; |M|^2 at t = "
+                    f"{worst['t']}: gap/tol {worst['ratio']:.2f}; |M|^2 at t = "
                     f"{points[-1]}: GD {m2['gd']:.3g}, DMFT {m2['dmft']:.3g}",
                     flush=True,
                 )
