@@ -691,17 +691,8 @@ def dmft_delta_nn(
     )
     if getattr(net, "hessian_is_psd", False):  # weight decay >= 0 keeps it so
         check_nonneg_float(kwargs.get("weight_decay", 0.0), "weight_decay")
-        return DMFTThreshold(
-            value=np.nan,
-            stderr=np.nan,
-            lo=lo,
-            hi=hi,
-            converged=False,
-            message=PSD_REASON.format(act=net.activation, loss=net.loss),
-            replicas=0,
-            n_samples=0,
-            no_transition=True,
-        )
+        reason = PSD_REASON.format(act=net.activation, loss=net.loss)
+        return _no_value(lo, hi, reason, replicas=0, n_samples=0, no_transition=True)
     evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
@@ -711,18 +702,10 @@ def dmft_delta_nn(
         search = _Search(evaluate, max_evals, progress)
 
     def failed(message):
-        return DMFTThreshold(
-            value=np.nan,
-            stderr=np.nan,
-            lo=lo,
-            hi=hi,
-            converged=False,
-            message=message,
-            evaluations=full.evals,
-            replicas=replicas,
-            n_samples=n_samples,
+        return _no_value(
+            lo, hi, message, evaluations=full.evals, replicas=replicas, n_samples=n_samples,
             pilot_evaluations=search.evals,
-        )
+        )  # fmt: skip
 
     try:
         ends = _bracket(search, start, lo, hi)
@@ -775,6 +758,13 @@ def dmft_delta_nn(
         replicas=used,
         n_samples=n_samples,
         pilot_evaluations=search.evals if pilot > 1 else {},
+    )
+
+
+def _no_value(lo, hi, message, **fields) -> DMFTThreshold:
+    """A :class:`DMFTThreshold` without a number: the searched range, the reason, ``fields``."""
+    return DMFTThreshold(
+        value=np.nan, stderr=np.nan, lo=lo, hi=hi, converged=False, message=message, **fields
     )
 
 
