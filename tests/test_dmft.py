@@ -601,3 +601,27 @@ def test_an_activation_the_solver_cannot_differentiate_is_refused():
             5,
             relu_smoothing=0,
         )
+
+
+def test_smoothed_relu_descent_tends_to_relu_descent_and_is_what_the_solver_solves():
+    """The smoothed network's GD (docs/theory.md 8.11) at ``h -> 0`` is the ReLU network's GD
+    on the same data from the same start, its bias at ``h = 0.1`` is small, and bad input is
+    refused."""
+    from rmt.dynamics.dmft import smoothed_relu_descent
+
+    model = rmt.MultiIndexModel("phase_retrieval")
+    data = model.sample(1600, 400, rng=11)
+    net = rmt.TwoLayerNet(2, activation="relu", loss="huber")
+    run = rmt.gradient_descent(net, data, lr=0.5, steps=20, rng=5, init_scale=1.0, progress=False)
+    tiny = smoothed_relu_descent(net, data, run.W0, 0.5, 20, 1e-6)
+    trq = np.sum(run.W_final**2)
+    assert abs(tiny["trQ"][-1] - trq) < 1e-3 * trq
+    assert np.max(np.abs(tiny["train"] - run.loss)) < 1e-4
+    assert np.max(np.abs(tiny["grad"] / run.grad_norm - 1)) < 1e-2
+    assert tiny["trQ"][0] == pytest.approx(np.sum(run.W0**2))
+    smooth = smoothed_relu_descent(net, data, run.W0, 0.5, 20, 0.1)
+    assert 0 < abs(smooth["trQ"][-1] / trq - 1) < 0.03
+    with pytest.raises(ValueError, match="relu"):
+        smoothed_relu_descent(rmt.TwoLayerNet(2), data, run.W0, 0.5, 20, 0.1)
+    with pytest.raises(ValueError, match="shape"):
+        smoothed_relu_descent(net, data, run.W0[:10], 0.5, 20, 0.1)

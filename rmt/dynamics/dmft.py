@@ -594,6 +594,72 @@ def _smoothed_relu(U, h, widths=None):
     return s, ds, d2s
 
 
+def smoothed_relu_descent(net, data, W0, lr, steps, relu_smoothing, test=None):
+    """Full-batch GD of a ReLU network with the smoothed activation the DMFT solves.
+
+    The update is that of :func:`rmt.gradient_descent` with ``relu`` replaced, at each step,
+    by ``w softplus(u / w)``, ``w = h sd(u)`` per neuron over the ``n`` samples: the finite-d
+    system whose ``d -> inf`` limit :func:`dmft_gd` solves exactly at ``relu_smoothing = h``
+    (docs/theory.md 8.11).  Run from the same ``W0`` as the exact ReLU network, it measures
+    the smoothing's bias on the same data, free of Monte Carlo error.
+
+    Parameters
+    ----------
+    net : rmt.TwoLayerNet
+        A network with ``activation="relu"``.
+    data, test : rmt.Dataset
+        The training set and an optional held-out set of the same model.
+    W0 : array_like (d, m)
+        The start.
+    lr : float
+        The step size.
+    steps : int
+        The number of updates; the curves hold the iterates ``0..steps``.
+    relu_smoothing : float
+        ``h``.
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        ``train`` (the smoothed network's loss, as :func:`dmft_gd`'s), ``test`` (of the
+        exact ReLU at these weights, as :func:`dmft_gd`'s; NaN without ``test``), ``grad`` (Frobenius norm of the gradient),
+        ``M2`` (``||W^T Theta*||_F^2``, NaN without ``data.theta``) and ``trQ``, each of length
+        ``steps + 1``, at the iterate before each update.
+
+    Raises
+    ------
+    ValueError
+        For a network that is not ReLU, a non-positive ``h``, ``lr`` or ``steps``, or a ``W0``
+        of the wrong shape.
+    """
+    if getattr(net, "activation", None) != "relu":
+        raise ValueError("smoothed_relu_descent needs a network with activation 'relu'")
+    h = check_positive_float(relu_smoothing, "relu_smoothing")
+    lr = check_positive_float(lr, "lr")
+    steps = check_positive_int(steps, "steps")
+    X, y = data.X, data.y
+    W = np.array(W0, dtype=np.float64)
+    if W.shape != (X.shape[1], net.width):
+        raise ValueError(f"W0 must have shape {(X.shape[1], net.width)}, got {W.shape}")
+    a = np.asarray(net.a, dtype=np.float64)
+    out = {q: np.full(steps + 1, np.nan) for q in ("train", "test", "grad", "M2", "trQ")}
+    for t in range(steps + 1):
+        U = X @ W
+        s, ds, _ = _smoothed_relu(U, h)
+        ell, dl, _ = net.loss_derivatives(y, s @ a)
+        grad = X.T @ (dl[:, None] * ds * a) / X.shape[0]
+        out["train"][t] = np.mean(ell)
+        out["grad"][t] = np.linalg.norm(grad)
+        out["trQ"][t] = np.sum(W * W)
+        if data.theta is not None:
+            out["M2"][t] = np.sum((W.T @ data.theta) ** 2)
+        if test is not None:  # the exact ReLU at these weights, as the solve's test loss
+            s_test, _, _ = net.sigma(test.X @ W)
+            out["test"][t] = np.mean(net.loss_derivatives(test.y, s_test @ a)[0])
+        W -= lr * grad
+    return out
+
+
 def _psi(net, U, y, relu_smoothing=None, widths=None):
     """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
 
