@@ -30,38 +30,52 @@ import sys
 import time
 
 import numpy as np
-from validate_dmft_curves import LABELS, LOOSE, QUANTITIES, checkpoints, compare, datasets, solve
+from validate_dmft_curves import (
+    LABELS,
+    LOOSE,
+    QUANTITIES,
+    checkpoints,
+    compare,
+    datasets,
+    simulate,
+    solve,
+)
 
 import rmt
 from rmt.dynamics.dmft import smoothed_relu_descent
 
 
-def descent_pair(model, net, args, init, s, hs, points):
-    """The ReLU run and the smoothed runs of one seed: ``{h: {q: values at points}}``, with
-    ``h = 0`` for the ReLU network."""
+def descents(model, net, args, init, hs, points):
+    """The ReLU runs (``validate_dmft_curves.simulate``) and the smoothed runs from the same
+    starts on the same data: one ``{h: {q: values at points}}`` per seed, ``h = 0`` for the
+    ReLU network."""
+    seeds, starts = list(range(args.seeds)), []
     n = int(round(args.delta * args.d))
-    data, test = datasets(model, n, args.d, args.n_test, s)
-    relu = {q: [] for q in QUANTITIES}
-    W, W0, start = None, None, 0
-    for t in points:  # segments ending at the points: the same trajectory as one run
-        kw = {"rng": 3000 + s, "init_scale": init} if W is None else {"W0": W}
-        run = rmt.gradient_descent(
-            net, data, test=test, lr=args.lr, steps=t - start, progress=False, **kw
-        )
-        W0 = run.W0 if W0 is None else W0
-        W, start = run.W_final, t
-        relu["train"].append(run.loss[-1])
-        relu["test"].append(run.test_loss[-1])
-        relu["grad"].append(run.grad_norm[-1])
-        relu["M2"].append(np.sum((W.T @ data.theta) ** 2))
-        relu["trQ"].append(np.sum(W**2))
-    relu = {q: np.array(v) for q, v in relu.items()}
+    relu, diverged, _ = simulate(
+        model,
+        net,
+        args.delta,
+        args.lr,
+        args.steps,
+        init,
+        args.d,
+        seeds,
+        args.n_test,
+        points,
+        starts=starts,
+    )
+    if diverged:
+        raise RuntimeError(f"ReLU gradient descent diverged ({diverged} of {len(seeds)} seeds)")
     idx = list(points)
-    out = {0.0: relu}
-    for h in hs:
-        curves = smoothed_relu_descent(net, data, W0, args.lr, args.steps - 1, h, test=test)
-        out[h] = {q: curves[q][idx] for q in QUANTITIES}
-    return out
+    runs = []
+    for i, (s, W0) in enumerate(zip(seeds, starts)):
+        data, test = datasets(model, n, args.d, args.n_test, s)
+        out = {0.0: {q: relu[q][i] for q in QUANTITIES}}
+        for h in hs:
+            curves = smoothed_relu_descent(net, data, W0, args.lr, args.steps - 1, h, test=test)
+            out[h] = {q: curves[q][idx] for q in QUANTITIES}
+        runs.append(out)
+    return runs
 
 
 def main(argv=None):
@@ -92,7 +106,7 @@ def main(argv=None):
         net = rmt.TwoLayerNet(2, activation="relu", loss=loss)
         for init in args.inits:
             t0 = time.perf_counter()
-            runs = [descent_pair(model, net, args, init, s, hs, points) for s in range(args.seeds)]
+            runs = descents(model, net, args, init, hs, points)
             gd_seconds = time.perf_counter() - t0
             for h in hs:
                 for q in QUANTITIES:

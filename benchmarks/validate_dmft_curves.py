@@ -108,9 +108,10 @@ def datasets(model, n, d, n_test, s):
     return _DATA[key]
 
 
-def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points):
+def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points, starts=None):
     """Gradient descent for each seed; every quantity at ``points`` (``seeds x points``, NaN
-    after a divergence), the number of diverged seeds and the wall time."""
+    after a divergence), the number of diverged seeds and the wall time.  A list ``starts``
+    receives each seed's starting point ``W0``."""
     out = {q: np.full((len(seeds), len(points)), np.nan) for q in QUANTITIES}
     diverged = 0
     t0 = time.perf_counter()
@@ -123,6 +124,8 @@ def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points):
                 run = rmt.gradient_descent(
                     net, data, test=test, lr=lr, steps=t - start, progress=False, **kw
                 )
+            if starts is not None and W is None:
+                starts.append(run.W0)
             if run.diverged:
                 diverged += 1
                 break

@@ -622,8 +622,8 @@ def smoothed_relu_descent(net, data, W0, lr, steps, relu_smoothing, test=None):
     -------
     dict of numpy.ndarray
         ``train`` (the smoothed network's loss, as :func:`dmft_gd`'s), ``test`` (of the
-        exact ReLU at these weights, as :func:`dmft_gd`'s; NaN without ``test``), ``grad`` (Frobenius norm of the gradient),
-        ``M2`` (``||W^T Theta*||_F^2``, NaN without ``data.theta``) and ``trQ``, each of length
+        exact ReLU at these weights, as :func:`dmft_gd`'s; NaN without ``test``), ``grad``
+        (Frobenius norm of the gradient), ``M2`` (``||W^T Theta*||_F^2``, NaN without ``data.theta``) and ``trQ``, each of length
         ``steps + 1``, at the iterate before each update.
 
     Raises
