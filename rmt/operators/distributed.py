@@ -199,7 +199,11 @@ def _run_on_client(client, func, tasks, on_result, retries, bar):
                 bar.update(1)
             fut.release()
     finally:
-        client.cancel([f for f in futures if not f.done()])
+        # cancel only what is left: even an empty cancel is broadcast to every client of the
+        # scheduler, and a client whose handshake is in flight then fails to connect
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            client.cancel(pending)
     return results, failures
 
 
