@@ -621,6 +621,9 @@ def test_smoothed_relu_descent_tends_to_relu_descent_and_is_what_the_solver_solv
     assert tiny["trQ"][0] == pytest.approx(np.sum(run.W0**2))
     smooth = smoothed_relu_descent(net, data, run.W0, 0.5, 20, 0.1)
     assert 0 < abs(smooth["trQ"][-1] / trq - 1) < 0.03
+    # its train loss is the exact ReLU's at its iterates: at W0 it is the ReLU network's loss
+    assert smooth["train"][0] == pytest.approx(run.loss[0], rel=1e-12)
+    assert 0 < np.max(np.abs(smooth["train"] / run.loss - 1)) < 0.03
     with pytest.raises(ValueError, match="relu"):
         smoothed_relu_descent(rmt.TwoLayerNet(2), data, run.W0, 0.5, 20, 0.1)
     with pytest.raises(ValueError, match="shape"):

@@ -621,8 +621,8 @@ def smoothed_relu_descent(net, data, W0, lr, steps, relu_smoothing, test=None):
     Returns
     -------
     dict of numpy.ndarray
-        ``train`` (the smoothed network's loss, as :func:`dmft_gd`'s), ``test`` (of the
-        exact ReLU at these weights, as :func:`dmft_gd`'s; NaN without ``test``), ``grad``
+        ``train`` and ``test`` (the exact ReLU's loss at these weights on ``data`` and on
+        ``test``, as :func:`dmft_gd`'s; ``test`` NaN without a held-out set), ``grad``
         (Frobenius norm of the gradient), ``M2`` (``||W^T Theta*||_F^2``, NaN without ``data.theta``) and ``trQ``, each of length
         ``steps + 1``, at the iterate before each update.
 
@@ -646,9 +646,10 @@ def smoothed_relu_descent(net, data, W0, lr, steps, relu_smoothing, test=None):
     for t in range(steps + 1):
         U = X @ W
         s, ds, _ = _smoothed_relu(U, h)
-        ell, dl, _ = net.loss_derivatives(y, s @ a)
+        _, dl, _ = net.loss_derivatives(y, s @ a)
         grad = X.T @ (dl[:, None] * ds * a) / X.shape[0]
-        out["train"][t] = np.mean(ell)
+        # the exact ReLU's loss at these iterates, as the solve's train loss
+        out["train"][t] = np.mean(net.loss_derivatives(y, np.maximum(U, 0.0) @ a)[0])
         out["grad"][t] = np.linalg.norm(grad)
         out["trQ"][t] = np.sum(W * W)
         if data.theta is not None:
@@ -664,14 +665,17 @@ def _psi(net, U, y, relu_smoothing=None, widths=None):
     """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
 
     With ``relu_smoothing`` ``h`` (or given ``widths``) a ReLU network uses the smoothed
-    activation of :func:`_smoothed_relu` at these draws (docs/theory.md 8.11)."""
+    activation of :func:`_smoothed_relu` at these draws for ``psi`` and ``J``, and the exact
+    ReLU for the loss (docs/theory.md 8.11)."""
     smoothed = relu_smoothing is not None or widths is not None
+    a = np.asarray(net.a, dtype=np.float64)
     if smoothed and getattr(net, "activation", None) == "relu":
         s, ds, d2s = _smoothed_relu(U, relu_smoothing, widths)
+        ell = net.loss_derivatives(y, np.maximum(U, 0.0) @ a)[0]
+        _, dl, d2l = net.loss_derivatives(y, s @ a)
     else:
         s, ds, d2s = net.sigma(U)
-    a = np.asarray(net.a, dtype=np.float64)
-    ell, dl, d2l = net.loss_derivatives(y, s @ a)
+        ell, dl, d2l = net.loss_derivatives(y, s @ a)
     v = ds * a
     psi = dl[:, None] * v
     J = d2l[:, None, None] * v[:, :, None] * v[:, None, :]
