@@ -95,6 +95,13 @@ class DMFTResult:
     y: np.ndarray = None
     xi: np.ndarray = None
     u: np.ndarray = None
+    #: with ``theta_row``: the covariance ``E[v(t) v(t)^T]`` (``(steps + 1) x m x m``) of the
+    #: ``Theta*`` row ``v(t) = sqrt(d) M(t)`` of a finite-``d`` run while it is small
+    #: (docs/theory.md 7.8), and the responses and correlations weighted by ``z^2`` that
+    #: drive it, ``R_z[t, s] = E[z^2 d psi^t / d eta^s]``, ``C_z[t, s] = E[z^2 psi^t psi^sT]``
+    seed_cov: np.ndarray = None
+    R_z: np.ndarray = None
+    C_z: np.ndarray = None
 
 
 @adaptive_threads
@@ -115,6 +122,7 @@ def dmft_gd(
     stop_at_plateau=False,
     segment=None,
     relu_smoothing=RELU_SMOOTHING,
+    theta_row=False,
 ) -> DMFTResult:
     """Solve the DMFT of full-batch GD on ``steps`` steps (docs/theory.md section 8.6).
 
@@ -160,6 +168,10 @@ def dmft_gd(
         ``h``: a ReLU network is solved with the activation ``w softplus(u / w)``,
         ``w = h sd(u)`` at each step (docs/theory.md section 8.11: bias ``O(h^2)``, Monte
         Carlo variance ``O(1 / (N h))``); other activations ignore it.
+    theta_row : bool
+        Also solve the ``Theta*`` row of a finite-``d`` run (docs/theory.md 7.8):
+        ``DMFTResult.seed_cov``.  It needs an even target with ``k = 1`` and ``M0 = 0``, and
+        doubles the cost of the responses.
 
     Returns
     -------
@@ -199,6 +211,7 @@ def dmft_gd(
     prob = _Problem.make(
         model, net, delta, lr, steps, init_scale, weight_decay, n_samples, M0, relu_smoothing
     )
+    prob = _with_theta_row(prob, theta_row)
     n_test = check_positive_int(n_test, "n_test")
     _check_memory(prob)
     draws = _draws(prob, n_test, np.random.default_rng(rng))
@@ -303,6 +316,7 @@ def dmft_replicas(
     segment=None,
     relu_smoothing=RELU_SMOOTHING,
     first_replica=0,
+    theta_row=False,
 ) -> DMFTReplicas:
     """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
 
@@ -311,7 +325,7 @@ def dmft_replicas(
 
     Parameters
     ----------
-    model, net, delta, lr, steps, init_scale, weight_decay, n_test, progress
+    model, net, delta, lr, steps, init_scale, weight_decay, n_test, progress, theta_row
         As in :func:`dmft_gd`.
     replicas : int
         The number of independent solves (at least 2).
@@ -356,6 +370,7 @@ def dmft_replicas(
     prob = _Problem.make(
         model, net, delta, lr, steps, init_scale, weight_decay, n_samples, None, relu_smoothing
     )
+    prob = _with_theta_row(prob, theta_row)
     n_test = check_positive_int(n_test, "n_test")
     replicas = check_positive_int(replicas, "replicas", minimum=2)
     check_seed(rng)
@@ -470,6 +485,7 @@ class _Problem:
     N: int
     M0: np.ndarray
     smoothing: float = RELU_SMOOTHING
+    theta_row: bool = False
 
     @property
     def m(self) -> int:
@@ -507,6 +523,21 @@ class _Problem:
             M0=M0,
             smoothing=smoothing,
         )
+
+
+def _with_theta_row(prob, theta_row):
+    """``prob`` with the ``Theta*`` row of docs/theory.md 7.8 switched on or off; it needs
+    ``M = 0`` to be invariant (an even target, ``M0 = 0``) and ``k = 1``."""
+    if not isinstance(theta_row, (bool, np.bool_)):
+        raise TypeError(f"theta_row must be True or False; got {type(theta_row).__name__}")
+    if not theta_row:
+        return prob
+    if not prob.model.even or prob.k != 1 or np.any(prob.M0):
+        raise ValueError(
+            "theta_row needs an even target with k = 1 started at M0 = 0 (where M = 0 is "
+            f"invariant); got even = {prob.model.even}, k = {prob.k}, M0 = {prob.M0.ravel()}"
+        )
+    return dataclasses.replace(prob, theta_row=True)
 
 
 def _check_activation(net) -> None:
@@ -778,6 +809,9 @@ def _truncated(prob, st, T):
         active=st.active[:b],
         G=st.G[:, :a],
     )
+    if st.Rz is not None:
+        cut.Rz = np.ascontiguousarray(st.Rz[:T, :T])
+        cut.Czf = np.ascontiguousarray(st.Czf[:a, :a])
     return dataclasses.replace(prob, T=T), cut
 
 
@@ -805,6 +839,8 @@ class _State:
     L: np.ndarray  # ((T+1) m, (T+1) m): lower-triangular, L L^T = Q_perp (flat), eq. (D7)
     active: np.ndarray  # ((T+1) m,): the columns of L with a nonzero pivot
     G: np.ndarray  # (N, T m): the innovations g^s of the field, columns s m .. s m + m - 1
+    Rz: np.ndarray = None  # (T, T, m, m): R_z(t, s) = E[z^2 d psi^t / d eta^s] (theta_row)
+    Czf: np.ndarray = None  # (T m, T m), flat: C_z(t, s) = E[z^2 psi^t psi^sT] (theta_row)
 
     @property
     def R_w(self):
@@ -846,6 +882,8 @@ class _State:
             active=np.zeros(D, dtype=bool),
             G=np.zeros((prob.N, T * m)),
         )
+        if prob.theta_row:
+            st.Rz, st.Czf = np.zeros((T, T, m, m)), np.zeros((T * m, T * m))
         _factor_row(st, 0)
         return st
 
@@ -875,6 +913,15 @@ def _n_side_step(prob, draws, st, t) -> None:
     c_row = psi.T @ st.P[:, :b] / N  # C_psi(t, s), s <= t
     st.Cf[a:b, :b] = c_row
     st.Cf[:b, a:b] = c_row.T
+    if prob.theta_row:  # the same rows weighted by z^2 (docs/theory.md 7.8)
+        z2 = draws["z"][:, 0] ** 2
+        st.J[t, :, :, :N] *= z2  # J^t enters the reverse pass only as its left factor
+        response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
+        st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
+        st.Rz[t, : t + 1] = row / N
+        cz_row = (psi * z2[:, None]).T @ st.P[:, :b] / N
+        st.Czf[a:b, :b] = cz_row
+        st.Czf[:b, a:b] = cz_row.T
 
 
 def _d_side_step(prob, draws, st, t) -> None:
@@ -966,6 +1013,63 @@ def _q_perp_row(prob, st, t) -> np.ndarray:
     return init + (prob.lr**2 / prob.delta) * noise
 
 
+def theta_row_covariance(R_z, C_z, lr, delta, init_scale, weight_decay=0.0) -> np.ndarray:
+    """The covariance of the ``Theta*`` row of a finite-``d`` run while it is small
+    (docs/theory.md 7.8).
+
+    Along a solve with ``M = 0`` (an even target), ``v(t) = sqrt(d) M(t)`` of a run at finite
+    ``d`` follows, to leading order, the d-side equation (D4) of a row of ``W`` with the
+    responses and correlations weighted by ``z^2``:
+
+        v(t+1) = (1 - lr lam) v(t) - lr sum_{s<=t} R_z(t, s) v(s) - lr zeta(t),
+        zeta ~ GP(0, C_z / delta),   v(0) ~ N(0, init_scale^2 I),
+
+    so ``E[v(t) v(t)^T] = init^2 Phi(t) Phi(t)^T + (lr^2/delta) sum_{p,q<t} R(t,p) C_z(p,q)
+    R(t,q)^T``, with ``Phi`` and ``R`` the resolvents of (D5) built from ``R_z``.
+
+    Parameters
+    ----------
+    R_z, C_z : numpy.ndarray (T, T, m, m)
+        ``E[z^2 d psi^t / d eta^s]`` (``s <= t``) and ``E[z^2 psi^t psi^sT]``.
+    lr, delta, init_scale, weight_decay : float
+        The step size, ``n / d``, the start's scale and the weight decay of the solve.
+
+    Returns
+    -------
+    numpy.ndarray (T + 1, m, m)
+        ``E[v(t) v(t)^T]`` for ``t = 0..T``.
+
+    Examples
+    --------
+    With no responses and no noise the row keeps its start, shrunk by weight decay:
+
+    >>> import numpy as np
+    >>> from rmt.dynamics.dmft import theta_row_covariance
+    >>> S = theta_row_covariance(np.zeros((3, 3, 1, 1)), np.zeros((3, 3, 1, 1)), 0.5, 2.0, 0.1, 0.2)
+    >>> np.allclose(S[:, 0, 0], 0.01 * 0.9 ** (2 * np.arange(4)))
+    True
+    """
+    T, m = R_z.shape[0], R_z.shape[2]
+    keep = 1.0 - lr * weight_decay
+    Czf = np.asarray(C_z).transpose(0, 2, 1, 3).reshape(T * m, T * m)
+    Phi = np.zeros((T + 1, m, m))
+    Phi[0] = np.eye(m)
+    Rs = np.zeros(((T + 1) * m, T * m))  # R(t, s) at rows t m + i, columns s m + j, s < t
+    out = np.zeros((T + 1, m, m))
+    out[0] = init_scale**2 * np.eye(m)
+    for t in range(T):
+        a, b, c = t * m, (t + 1) * m, (t + 2) * m
+        row = np.transpose(R_z[t, : t + 1], (1, 0, 2)).reshape(m, b)  # R_z(t, p), p <= t
+        Phi[t + 1] = keep * Phi[t] - lr * row @ Phi[: t + 1].reshape(b, m)
+        Rs[b:c, :b] = keep * Rs[a:b, :b] - lr * row @ Rs[:b, :b]
+        Rs[b:c, a:b] += np.eye(m)
+        A = Rs[b:c, :b]
+        out[t + 1] = init_scale**2 * Phi[t + 1] @ Phi[t + 1].T + (lr**2 / delta) * (
+            A @ Czf[:b, :b] @ A.T
+        )
+    return out
+
+
 def _result(prob, draws, st, ok, message) -> DMFTResult:
     T = prob.T
     Q = np.array([st.Qp[t, t] + st.M[t] @ st.M[t].T for t in range(T + 1)])
@@ -980,6 +1084,14 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
             c[bad:] = np.nan
         Q[bad:] = np.nan
     xi, u = st.xi, st.u  # NaN from a failed step on: it stored nothing
+    seed = {}
+    if st.Rz is not None:
+        seed = {"R_z": st.Rz, "C_z": np.ascontiguousarray(_blocks(st.Czf, prob.m))}
+        seed["seed_cov"] = theta_row_covariance(
+            seed["R_z"], seed["C_z"], prob.lr, prob.delta, prob.init, prob.wd
+        )
+        if not ok:
+            seed["seed_cov"][bad + 1 :] = np.nan
     return DMFTResult(
         train_loss=train,
         test_loss=test,
@@ -1001,6 +1113,7 @@ def _result(prob, draws, st, ok, message) -> DMFTResult:
         y=draws["y"],
         xi=xi,
         u=u,
+        **seed,
     )
 
 

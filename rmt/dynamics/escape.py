@@ -450,3 +450,78 @@ def outlier_growth(steps, outliers, lr) -> tuple[float, int | None]:
     if not gone.size:
         return growth, None
     return growth + float((t[k] - t[k - 1]) * logs[-1] / 2.0), int(t[k])
+
+
+#: standard normal draws (seeded) for the quantiles of ``|v|^2``, ``v ~ N(0, S)``
+ROW_QUANTILE_DRAWS = 200_000
+
+
+def seeded_escape_steps(seed_cov, trace_q, d, quantiles=(0.25, 0.5, 0.75), escape_overlap=0.5):
+    """Quantiles over runs of the escape step of a run at finite ``d``, from the covariance of
+    its ``Theta*`` row (docs/theory.md 7.8).
+
+    While the overlap is small, ``v(t) = sqrt(d) M(t)`` is Gaussian, ``N(0, S(t))``, and the
+    overlap is ``|v(t)|^2 / (d tr Q(t))``.  A run escapes when it reaches ``escape_overlap``;
+    runs keep their order as ``|v|`` grows, so the escape step of quantile ``q`` (over runs) is
+    the first ``t`` at which the ``1 - q`` quantile of ``|v(t)|^2`` reaches
+    ``escape_overlap d tr Q(t)``.  The growth is followed linearly up to that level, so the
+    last, non-linear stretch of the escape is left out.
+
+    Parameters
+    ----------
+    seed_cov : array_like (T + 1, m, m)
+        ``S(t)``: :attr:`rmt.dynamics.dmft.DMFTResult.seed_cov`.
+    trace_q : array_like (T,)
+        ``tr Q(t)`` along the same solve.
+    d : int
+        The dimension.
+    quantiles : sequence of float
+        Quantiles over runs, each in ``(0, 1)``.
+    escape_overlap : float
+        The overlap that counts as the escape (that of :func:`rmt.gradient_descent`).
+
+    Returns
+    -------
+    list of int or None
+        One escape step per quantile; None where it lies beyond the ``T`` steps given (the
+        prediction is then "later than ``T``").
+
+    Raises
+    ------
+    ValueError
+        For arrays of inconsistent shapes or non-finite entries, or bad ``d``, quantiles or
+        overlap.
+
+    Examples
+    --------
+    One neuron whose row grows by 10% a step from ``S(0) = 1``, ``tr Q = 1``, ``d = 100``:
+    the median run (``|v|^2`` at its median, 0.455 ``S``) reaches overlap 0.5 when
+    ``1.21^t 0.455 >= 50``, at ``t = 25``:
+
+    >>> import numpy as np
+    >>> from rmt.dynamics.escape import seeded_escape_steps
+    >>> S = 1.21 ** np.arange(41.0)[:, None, None]
+    >>> seeded_escape_steps(S, np.ones(41), 100, quantiles=(0.5,))
+    [25]
+    """
+    S = as_float_array(seed_cov, "seed_cov", ndim=3)
+    tq = as_float_array(trace_q, "trace_q", ndim=1)
+    if S.shape[1] != S.shape[2] or S.shape[0] < tq.size or tq.size < 1:
+        raise ValueError(
+            f"seed_cov must be (T + 1, m, m) with T + 1 >= len(trace_q); got {S.shape}, {tq.shape}"
+        )
+    if not (np.all(np.isfinite(S[: tq.size])) and np.all(np.isfinite(tq))):
+        raise ValueError("seed_cov and trace_q must be finite")
+    d = check_positive_int(d, "d")
+    escape_overlap = check_positive_float(escape_overlap, "escape_overlap")
+    qs = [float(q) for q in quantiles]
+    if not qs or not all(0.0 < q < 1.0 for q in qs):
+        raise ValueError(f"quantiles must lie in (0, 1); got {quantiles!r}")
+    m = S.shape[1]
+    g2 = np.random.default_rng(0).standard_normal((ROW_QUANTILE_DRAWS, m)) ** 2
+    lam = np.clip(np.linalg.eigvalsh(S[: tq.size]), 0.0, None)  # (T, m)
+    levels = np.empty((len(qs), tq.size))
+    for a in range(0, tq.size, 64):  # |v(t)|^2 = sum_j lam_j(t) g_j^2, 64 steps at a time
+        levels[:, a : a + 64] = np.quantile(g2 @ lam[a : a + 64].T, [1 - q for q in qs], axis=0)
+    reached = levels >= escape_overlap * d * tq
+    return [int(np.argmax(row)) if row.any() else None for row in reached]
