@@ -432,3 +432,39 @@ def test_the_summary_carries_the_outlier_growth_and_the_regime_at_each_d(tmp_pat
     assert "escape" in text.splitlines()[0] and "after the merge" in text
     on_disk = {(r["d"], r["delta"]): r for r in read_table(tmp_path / gk.SUMMARY_FILE)}
     assert on_disk[(1000, 4.0)]["regime"] == "after the merge"
+
+
+def test_the_summary_carries_the_theta_row_prediction_at_each_d(tmp_path, monkeypatch):
+    """With ``row_steps`` each ``(d, delta)`` gets the replicas' mean plateau length at the
+    quartiles over runs of the ``Theta*`` row (docs/theory.md 7.8), a quantile beyond the
+    horizon gets its reason, and the terminal table shows both."""
+    from rmt.app.report import format_grokking_table
+
+    asked = []
+
+    def row(config, delta, sizes, steps, replicas):
+        asked.append((delta, tuple(sizes), steps, replicas))
+        late = None if delta == 4.0 else 400
+        esc = {d: [200 + d // 10, 260 + d // 10, late] for d in sizes}
+        return gk.RowEscape(delta, steps, (100, 120), (esc, esc))
+
+    monkeypatch.setattr(gk, "row_escape", row)
+    cfg = replace(TINY, row_steps=500)
+    res = gk.grokking(cfg, **dict(TINY_POINTS, sizes=[450, 1000]), out=tmp_path, progress=False)
+    assert asked == [(x, (450, 1000), 500, gk.LIFETIME_REPLICAS) for x in (4.0, 7.0)]
+    r = res.at(450, 7.0)
+    assert (r["row_q25"], r["row_median"], r["row_q75"]) == (135.0, 195.0, 290.0)
+    assert r["row_reason"] == ""
+    late = res.at(1000, 4.0)
+    assert late["row_median"] == 360.0 - 110 and late["row_q75"] is None
+    assert "later than step 500" in late["row_reason"]
+    text = format_grokking_table(res.summary)
+    assert "Theta* row" in text.splitlines()[0] and "later than step 500" in text
+    on_disk = {(r["d"], r["delta"]): r for r in read_table(tmp_path / gk.SUMMARY_FILE)}
+    assert float(on_disk[(450, 7.0)]["row_median"]) == 195.0
+
+
+def test_the_theta_row_needs_an_even_target_with_one_index():
+    assert gk._row_law(replace(TINY, target="z1z2"), 4.0, [100]).startswith("the Theta* row")
+    row = gk.row_columns("the Theta* row needs an even target with k = 1", 100)
+    assert row["row_median"] is None and row["row_reason"].startswith("the Theta* row")

@@ -1033,8 +1033,9 @@ def phase_diagram_figures(rows, grid, title="") -> dict:
 
 def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, legend=True):
     """The plateau length of gradient descent against ``delta``: the simulated median with its
-    quartiles (bars) at each ``d``, the predicted curve of the same colour (docs/theory.md 7.7),
-    and ``delta_NN`` of the DMFT.
+    quartiles (bars) at each ``d``, the predicted curve of the same colour (docs/theory.md 7.7,
+    dashed; and 7.8, solid with the quartiles as a band, where ``row_median`` is given), and
+    ``delta_NN`` of the DMFT.
 
     Parameters
     ----------
@@ -1043,7 +1044,8 @@ def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, leg
         Per ``(d, delta)``: ``median``, ``q25``, ``q75`` (``None`` where censored: beyond the step
         budget, drawn as an open triangle at ``budget``).
     predicted : list of dict
-        ``d``, ``delta``, ``predicted_steps`` (``None`` where no escape is predicted).
+        ``d``, ``delta``, ``predicted_steps`` (``None`` where no escape is predicted), and
+        optionally ``row_q25``, ``row_median``, ``row_q75``.
     delta_nn : float or dict, optional
         The threshold (a number, or ``{"delta": value, "stderr": se}``).
     budget : float, optional
@@ -1076,6 +1078,18 @@ def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, leg
         if pred:
             ax.plot([p["delta"] for p in pred], [p["predicted_steps"] for p in pred], "--",
                     color=color, lw=1.4, label=f"predicted, d = {d}")  # fmt: skip
+        row = sorted(
+            (p for p in predicted if int(p["d"]) == d and p.get("row_median") is not None),
+            key=lambda p: p["delta"],
+        )
+        if row:
+            x = [p["delta"] for p in row]
+            med = np.maximum([p["row_median"] for p in row], 1.0)
+            ax.plot(x, med, "-", color=color, lw=1.6, label=f"Theta* row, d = {d}: median")
+            if all(p.get("row_q25") is not None and p.get("row_q75") is not None for p in row):
+                ax.fill_between(x, np.maximum([p["row_q25"] for p in row], 1.0),
+                                np.maximum([p["row_q75"] for p in row], 1.0), color=color,
+                                alpha=0.15, lw=0)  # fmt: skip
     if delta_nn is not None:
         value = delta_nn["delta"] if isinstance(delta_nn, dict) else float(delta_nn)
         lo, hi = ax.get_xlim()

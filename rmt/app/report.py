@@ -131,11 +131,15 @@ def format_grokking_table(rows) -> str:
     median [q25, q75] in steps (a quantile on a censored run shows as ``> budget``), the
     predicted length of the law (or why there is none, as a footnote), their ratio and the
     censored runs (``grokking_summary.csv`` rows); where the rows carry it, the outlier's growth
-    ``G`` and whether the escape comes before its merge (docs/theory.md 7.7)."""
+    ``G`` and whether the escape comes before its merge (docs/theory.md 7.7), and the median
+    and quartiles of the ``Theta*`` row (7.8)."""
     regimes = any(r.get("regime") for r in rows)
+    row_law = any(r.get("row_median") is not None or r.get("row_reason") for r in rows)
     head = (
         f"{'d':>6} {'delta':>7} {'median [q25, q75]':>28} {'predicted':>10} {'ratio':>6} "
-        f"{'censored':>9}" + (f" {'G':>5}  escape" if regimes else "")
+        f"{'censored':>9}"
+        + (f" {'Theta* row: median [q25, q75]':>30}" if row_law else "")
+        + (f" {'G':>5}  escape" if regimes else "")
     )
     lines, notes = [head, "-" * len(head)], []
     for r in rows:
@@ -151,6 +155,13 @@ def format_grokking_table(rows) -> str:
             f"{r['d']:>6} {float(r['delta']):>7.4g} {simulated:>28} {predicted:>10} {ratio:>6} "
             f"{censored:>9}"
         )
+        if row_law:
+            q = [r.get(k) for k in ("row_median", "row_q25", "row_q75")]
+            text = "[" + ", ".join("-" if v is None else f"{float(v):.0f}" for v in q[1:]) + "]"
+            text = f"{'-' if q[0] is None else f'{float(q[0]):.0f}'} {text}"
+            if r.get("row_reason"):
+                text += f" [{_note(notes, r['row_reason'])}]"
+            line += f" {text:>30}"
         if regimes:
             g = "-" if r.get("growth") is None else f"{float(r['growth']):.2f}"
             line += f" {g:>5}  {r.get('regime') or '-'}"

@@ -373,6 +373,14 @@ class RunConfig:
         ("grokking",),
         "search",
     )
+    row_steps: int = option(
+        0,
+        "steps of the DMFT with the Theta* row of a finite-d run: its median and quartiles "
+        "over runs of the plateau length at each d, drift after the plateau included "
+        "(docs/theory.md 7.8; an even target with k = 1); 0: not computed",
+        ("grokking",),
+        "search",
+    )
     dmft_replicas: int = option(
         8,
         "independent DMFT replicas per delta: the Monte Carlo error of delta_NN",
@@ -437,6 +445,7 @@ class RunConfig:
         check_positive_int(self.dmft_samples, "dmft_samples", minimum=2)
         check_positive_int(self.dmft_replicas, "dmft_replicas", minimum=2)
         check_positive_int(self.lifetime_steps, "lifetime_steps", minimum=0)
+        check_positive_int(self.row_steps, "row_steps", minimum=0)
         if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:
             raise ValueError(f"max_delta must be > {MIN_DELTA}; got {self.max_delta}")
         if not isinstance(self.table, (bool, np.bool_)):

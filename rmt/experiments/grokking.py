@@ -32,7 +32,12 @@ from rmt.dynamics.dmft import (
     hessian_at_step,
     plateau_of_curves,
 )
-from rmt.dynamics.escape import PlateauPrediction, outlier_growth, plateau_length
+from rmt.dynamics.escape import (
+    PlateauPrediction,
+    outlier_growth,
+    plateau_length,
+    seeded_escape_steps,
+)
 from rmt.experiments.config import parse_deltas, parse_sizes, parse_stop_after_escape
 from rmt.experiments.learning import LEARNED_OVERLAP, run_descent
 from rmt.experiments.store import (
@@ -132,12 +137,13 @@ def plateau_law(config, deltas, sizes) -> list[PlateauLaw]:
     return out
 
 
-def prediction_row(law: PlateauLaw, d: int, lifetime=None, width=1) -> dict:
+def prediction_row(law: PlateauLaw, d: int, lifetime=None, width=1, row=None) -> dict:
     """One row of the comparison table: ``delta``, ``d``, the outlier, the edge, the gap and the
     predicted plateau (``None`` with the reason where there is none); with ``lifetime`` (an
     :class:`OutlierLifetime` at this ``delta``) the mean growth ``G`` of its replicas and the
     escape's regime at ``d`` for a network of ``width`` neurons (:func:`escape_regime`), else
-    ``None`` and ``""``."""
+    ``None`` and ``""``; with ``row`` (a :class:`RowEscape` at this ``delta``, or the reason
+    there is none) the :data:`ROW_COLUMNS` (:func:`row_columns`)."""
     h = law.hessian
     pred: PlateauPrediction | None = law.by_d.get(int(d))
     growth, regime = None, ""
@@ -156,7 +162,31 @@ def prediction_row(law: PlateauLaw, d: int, lifetime=None, width=1) -> dict:
         "edge": h.edge_lo if h.converged else None,
         "predicted_steps": None if pred is None else pred.steps,
         "reason": law.reason if pred is None else pred.reason,
+        **row_columns(row, d),
     }
+
+
+#: the quantiles over runs of :func:`row_escape` (the quartiles, as :func:`plateau_summary`)
+ROW_QUANTILES = (0.25, 0.5, 0.75)
+#: the columns of the plateau from the Theta* row (docs/theory.md 7.8): the mean over the DMFT
+#: replicas of the plateau length at the quartiles over runs, and why a quantile is missing
+ROW_COLUMNS = ["row_q25", "row_median", "row_q75", "row_reason"]
+
+
+def row_columns(row, d) -> dict:
+    """The :data:`ROW_COLUMNS` of ``row`` (a :class:`RowEscape`, a reason, or None) at ``d``."""
+    out = dict.fromkeys(ROW_COLUMNS[:3])
+    if row is None:
+        return {**out, "row_reason": ""}
+    if isinstance(row, str):
+        return {**out, "row_reason": row}
+    reasons = []
+    for name, q in zip(ROW_COLUMNS[:3], ROW_QUANTILES):
+        value, note = row.length(int(d), q)
+        if value is None:
+            reasons.append(f"q{round(100 * q)}: {note}")
+        out[name] = value
+    return {**out, "row_reason": "; ".join(reasons)}
 
 
 #: the ``Theta*`` overlap at which a run has escaped, and at which it counts as learned
@@ -215,12 +245,21 @@ SUMMARY_COLUMNS = [
     "growth",
     "regime",
     "prediction_reason",
+    *ROW_COLUMNS,
 ]
 #: the files of :func:`grokking` in its ``out``
 RUNS_FILE, SUMMARY_FILE = "grokking_runs.csv", "grokking_summary.csv"
 #: what a rerun into the same folder may change: it adds runs (deltas, seeds, sizes) or changes
 #: only the prediction, which is computed again each time (the DMFT's settings)
-GROKKING_GROWING = (*GROWING_FIELDS, "d", "sizes", "dmft_steps", "dmft_samples", "lifetime_steps")
+GROKKING_GROWING = (
+    *GROWING_FIELDS,
+    "d",
+    "sizes",
+    "dmft_steps",
+    "dmft_samples",
+    "lifetime_steps",
+    "row_steps",
+)
 #: the steps a run of the delay-curve figure goes on after its escape (:func:`delay_curves`)
 CURVE_STEPS_AFTER_ESCAPE = 1000
 
@@ -348,6 +387,121 @@ def outlier_lifetime(config, delta, steps=600, every=25, replicas=2) -> OutlierL
         delta=delta, steps=steps, t1=tuple(t1s), merge=tuple(merges), growth=tuple(growths),
         reasons=tuple(reasons),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RowEscape:
+    """The plateau length at finite ``d`` from the ``Theta*`` row along the DMFT
+    (:func:`row_escape`, docs/theory.md 7.8), per replica of the solve.
+
+    ``t1`` the DMFT plateau step of each replica (None: no plateau, reason in ``reasons``);
+    ``escape[r][d]`` the escape steps of replica ``r`` at the quantiles :data:`ROW_QUANTILES`
+    over runs (None: later than ``steps``).
+    """
+
+    delta: float
+    steps: int
+    t1: tuple
+    escape: tuple
+    reasons: tuple = ()
+
+    def length(self, d, q=0.5):
+        """The plateau length (escape minus ``t1``) at quantile ``q`` over runs: mean and
+        standard error over the replicas, or None with the reason.
+
+        Parameters
+        ----------
+        d : int
+            A dimension of the prediction.
+        q : float
+            One of :data:`ROW_QUANTILES`.
+
+        Returns
+        -------
+        (float, float) or (None, str)
+            ``(mean, stderr)``; or ``(None, reason)`` when a replica failed or escapes later
+            than ``steps`` (then the length is ``> steps - t1``).
+
+        Raises
+        ------
+        KeyError, ValueError
+            For a ``d`` or ``q`` not predicted.
+        """
+        i = ROW_QUANTILES.index(float(q))
+        if self.reasons:
+            return None, "; ".join(self.reasons)
+        ends = [e[int(d)][i] for e in self.escape]
+        if any(e is None for e in ends):
+            return None, f"later than step {self.steps} (t1 = {max(self.t1)})"
+        # an escape before t1 is a run that learns in its first phase: length 0, as in GD
+        lengths = np.array([max(e - t, 0) for e, t in zip(ends, self.t1)], dtype=float)
+        return float(lengths.mean()), float(lengths.std(ddof=1) / math.sqrt(lengths.size))
+
+
+def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
+    """The plateau length of gradient descent at finite ``d``, its median and quartiles over
+    runs, from the DMFT with the ``Theta*`` row (docs/theory.md 7.8).
+
+    Each replica solves :func:`rmt.dmft_replicas` with ``theta_row=True`` for ``steps`` steps
+    (cost ``T^3``, doubled by the row), finds its plateau ``t1`` (the rule of
+    :func:`outlier_lifetime`), and :func:`rmt.dynamics.escape.seeded_escape_steps` reads the
+    escape of each quantile at each ``d``.  Unlike the frozen law of 7.7 this follows the
+    drift of the plateau after ``t1``, and the start of the ``Theta*`` component (the finite
+    sample's noise) comes out of the same equations.
+
+    Parameters
+    ----------
+    config : rmt.RunConfig
+        An even target with ``k = 1``; network, ``lr``, ``init_scale``, ``weight_decay``;
+        the draws ``dmft_samples`` and seed ``seeds[0]``.
+    delta : float
+        The sample ratio.
+    sizes : sequence of int
+        The dimensions.
+    steps, replicas : int
+        The steps solved (the horizon of the prediction) and the replicas (at least 2).
+
+    Returns
+    -------
+    RowEscape
+
+    Raises
+    ------
+    TypeError, ValueError
+        For bad input (a target that is not even with ``k = 1``, say), before any solve.
+    """
+    delta = check_positive_float(delta, "delta")
+    steps = check_positive_int(steps, "steps", minimum=2)
+    replicas = check_positive_int(replicas, "replicas", minimum=2)
+    dims = [check_positive_int(d, "d") for d in sizes]
+    model, net = config.model(), config.net()
+    rep = dmft_replicas(
+        model, net, delta, config.lr, steps, config.init_scale, replicas=replicas,
+        weight_decay=config.weight_decay, n_samples=config.dmft_samples, rng=config.seeds[0],
+        theta_row=True,
+    )  # fmt: skip
+    rule = PlateauRule(window=PLATEAU_WINDOW)
+    t1s, escapes, reasons = [], [], []
+    for r, res in enumerate(rep.results):
+        t1 = None
+        if res.converged:
+            t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
+        if t1 is None:
+            why = res.message if not res.converged else f"no plateau within {steps} steps"
+            reasons.append(f"replica {r}: {why}")
+        trace_q = np.trace(res.Q, axis1=1, axis2=2)
+        escapes.append(
+            {
+                d: seeded_escape_steps(res.seed_cov, trace_q, d, ROW_QUANTILES, ESCAPE_OVERLAP)
+                if res.converged
+                else [None] * len(ROW_QUANTILES)
+                for d in dims
+            }
+        )
+        t1s.append(None if t1 is None else int(t1))
+    return RowEscape(
+        delta=delta, steps=steps, t1=tuple(t1s), escape=tuple(escapes), reasons=tuple(reasons)
+    )
 
 
 def plateau_run(config, delta, seed, stop_after_escape=None) -> dict:
@@ -561,6 +715,7 @@ def compare_with_law(summary, predictions) -> list[dict]:
         row.update({k: p.get(k) for k in ("t1", "outlier", "overlap", "edge", "growth")})
         row["regime"] = p.get("regime", "")
         row["prediction_reason"] = p.get("reason", "no prediction")
+        row.update({k: p.get(k, "" if k == "row_reason" else None) for k in ROW_COLUMNS})
         out.append(row)
     return out
 
@@ -629,6 +784,14 @@ def grokking_config(config, deltas, seeds, sizes, stop_after_escape=5):
         config, deltas=tuple(deltas), seeds=tuple(seeds), d=dims[0], sizes=tuple(dims[1:]),
         stop_after_escape=parse_stop_after_escape(stop_after_escape),
     )  # fmt: skip
+
+
+def _row_law(config, delta, dims):
+    """:func:`row_escape` at ``delta``, or the reason why it does not apply."""
+    model = config.model()
+    if not model.even or model.k != 1:
+        return "the Theta* row needs an even target with k = 1"
+    return row_escape(config, delta, dims, config.row_steps, replicas=LIFETIME_REPLICAS)
 
 
 def _open_runs_table(config, out):
@@ -734,8 +897,11 @@ def grokking(
             for law in laws
             if cfg.lifetime_steps and law.hessian.converged
         }
+        rows_law = {x: _row_law(cfg, x, dims) for x in cfg.deltas} if cfg.row_steps else {}
         predictions = [
-            prediction_row(law, d, lives.get(law.delta), cfg.width) for law in laws for d in dims
+            prediction_row(law, d, lives.get(law.delta), cfg.width, rows_law.get(law.delta))
+            for law in laws
+            for d in dims
         ]
         summary = compare_with_law(plateau_summary(runs), predictions)
         if table is not None:
