@@ -127,3 +127,32 @@ def test_row_lengths_are_escapes_minus_the_plateau_with_their_spread():
     early = RowEscape(delta=9.0, steps=500, t1=(100, 110), escape=({250: [50, 60, 70]},) * 2)
     assert early.length(250, 0.25) == (0.0, 0.0)
     assert ROW_QUANTILES == (0.25, 0.5, 0.75)
+
+
+def test_row_escape_is_the_escape_of_a_direct_solve():
+    """``row_escape`` against ``dmft_replicas(theta_row=True)`` with the same settings and
+    seed, read by ``plateau_of_curves`` and ``seeded_escape_steps`` directly."""
+    from dataclasses import replace
+
+    from rmt.dynamics.descent import PlateauRule
+    from rmt.dynamics.dmft import plateau_of_curves
+    from rmt.experiments.grokking import row_escape
+    from rmt.thresholds.asymptotic import PLATEAU_WINDOW
+
+    cfg = replace(rmt.RunConfig(), dmft_samples=400)
+    row = row_escape(cfg, 7.0, [250, 1000], steps=260, replicas=2)
+    rep = rmt.dmft_replicas(
+        cfg.model(), cfg.net(), 7.0, cfg.lr, 260, cfg.init_scale, replicas=2, n_samples=400,
+        rng=cfg.seeds[0], theta_row=True,
+    )  # fmt: skip
+    for r, res in enumerate(rep.results):
+        t1 = plateau_of_curves(
+            res.train_loss, res.grad_norm, res.overlap, PlateauRule(window=PLATEAU_WINDOW)
+        ).plateau_step
+        assert row.t1[r] == t1 is not None
+        tq = np.trace(res.Q, axis1=1, axis2=2)
+        for d in (250, 1000):
+            assert row.escape[r][d] == seeded_escape_steps(res.seed_cov, tq, d, ROW_QUANTILES)
+    assert row.length(1000, 0.5)[0] > row.length(250, 0.5)[0] > 0
+    with pytest.raises(ValueError, match="even target"):
+        row_escape(replace(cfg, target="z1z2"), 7.0, [250], steps=50)
