@@ -350,23 +350,14 @@ def outlier_lifetime(config, delta, steps=600, every=25, replicas=2) -> OutlierL
     steps = check_positive_int(steps, "steps", minimum=2)
     every = check_positive_int(every, "every")
     replicas = check_positive_int(replicas, "replicas", minimum=2)
-    model, net = config.model(), config.net()
-    rep = dmft_replicas(
-        model, net, delta, config.lr, steps, config.init_scale, replicas=replicas,
-        weight_decay=config.weight_decay, n_samples=config.dmft_samples, rng=config.seeds[0],
-    )  # fmt: skip
-    rule = PlateauRule(window=PLATEAU_WINDOW)
+    net = config.net()
     t1s, merges, growths, reasons = [], [], [], []
-    for r, res in enumerate(rep.results):
-        t1 = None
-        if res.converged:
-            t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
+    for r, (res, t1, why) in enumerate(_solves_past_plateau(config, delta, steps, replicas)):
         if t1 is None:
-            why = res.message if not res.converged else f"no plateau within {steps} steps"
             t1s.append(None)
             merges.append(None)
             growths.append(float("nan"))
-            reasons.append(f"replica {r}: {why}")
+            reasons.append(why)
             continue
         at = [t1, *range(every * (t1 // every + 1), steps, every)]
         lam = []
@@ -438,6 +429,30 @@ class RowEscape:
         return float(lengths.mean()), float(lengths.std(ddof=1) / math.sqrt(lengths.size))
 
 
+def _solves_past_plateau(config, delta, steps, replicas, theta_row=False):
+    """The replicas of one DMFT solve of ``steps`` steps (:func:`rmt.dmft_replicas`, the
+    configuration's settings) with the plateau ``t1`` of each (the rule of
+    :func:`rmt.dmft_delta_nn`): ``[(result, t1, reason)]``, ``t1`` None where the replica
+    failed or has no plateau, and the reason then."""
+    rep = dmft_replicas(
+        config.model(), config.net(), delta, config.lr, steps, config.init_scale,
+        replicas=replicas, weight_decay=config.weight_decay, n_samples=config.dmft_samples,
+        rng=config.seeds[0], theta_row=theta_row,
+    )  # fmt: skip
+    rule = PlateauRule(window=PLATEAU_WINDOW)
+    out = []
+    for r, res in enumerate(rep.results):
+        t1 = None
+        if res.converged:
+            t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
+        why = ""
+        if t1 is None:
+            why = res.message if not res.converged else f"no plateau within {steps} steps"
+            why = f"replica {r}: {why}"
+        out.append((res, t1, why))
+    return out
+
+
 def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
     """The plateau length of gradient descent at finite ``d``, its median and quartiles over
     runs, from the DMFT with the ``Theta*`` row (docs/theory.md 7.8).
@@ -474,21 +489,10 @@ def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
     steps = check_positive_int(steps, "steps", minimum=2)
     replicas = check_positive_int(replicas, "replicas", minimum=2)
     dims = [check_positive_int(d, "d") for d in sizes]
-    model, net = config.model(), config.net()
-    rep = dmft_replicas(
-        model, net, delta, config.lr, steps, config.init_scale, replicas=replicas,
-        weight_decay=config.weight_decay, n_samples=config.dmft_samples, rng=config.seeds[0],
-        theta_row=True,
-    )  # fmt: skip
-    rule = PlateauRule(window=PLATEAU_WINDOW)
     t1s, escapes, reasons = [], [], []
-    for r, res in enumerate(rep.results):
-        t1 = None
-        if res.converged:
-            t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
+    for res, t1, why in _solves_past_plateau(config, delta, steps, replicas, theta_row=True):
         if t1 is None:
-            why = res.message if not res.converged else f"no plateau within {steps} steps"
-            reasons.append(f"replica {r}: {why}")
+            reasons.append(why)
         trace_q = np.trace(res.Q, axis1=1, axis2=2)
         escapes.append(
             {
