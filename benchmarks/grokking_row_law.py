@@ -23,6 +23,8 @@ import sys
 import time
 from dataclasses import asdict, replace
 
+import numpy as np
+
 import rmt
 from rmt.app.plotting import (
     figure_legend,
@@ -47,6 +49,10 @@ def parse_args(argv=None):
 
 def _fmt(value):
     return "-" if value is None else f"{value:.0f}"
+
+
+def _finite(x):
+    return None if not np.isfinite(x) else float(x)
 
 
 def simulated(summary, d, delta):
@@ -81,9 +87,11 @@ def main(argv=None):
         )  # fmt: skip
         timings[delta] = payload["seconds"]
         print(f"delta {delta:g}: t1 {payload['t1']}, {payload['seconds']:.0f} s", flush=True)
-    summary = []
+    summary, runs = [], []
     for f in args.sims:
-        summary += json.loads(pathlib.Path(f).read_text())["summary"]
+        payload = json.loads(pathlib.Path(f).read_text())
+        summary += payload["summary"]
+        runs += payload["runs"]
     predicted = [
         {"d": d, "delta": delta, "predicted_steps": None, **row_columns(rows[delta], d)}
         for delta in sorted(rows)
@@ -91,8 +99,9 @@ def main(argv=None):
     ]
     lines = [
         "| delta | d | horizon | predicted median [q25, q75] | GD median [q25, q75] "
-        "(runs, beyond the budget) | GD / predicted median | missing |",
-        "|---|---|---|---|---|---|---|",
+        "(runs, beyond the budget) | GD / predicted median | escape step: predicted median, "
+        "GD median | missing |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for p in predicted:
         s = simulated(summary, p["d"], p["delta"])
@@ -105,9 +114,17 @@ def main(argv=None):
             if s["median"] is not None and p["row_median"]:
                 ratio = f"{s['median'] / p['row_median']:.2f}"
         pred = f"{_fmt(p['row_median'])} [{_fmt(p['row_q25'])}, {_fmt(p['row_q75'])}]"
+        t1 = rows[p["delta"]].t1
+        esc_pred = None if p["row_median"] is None else p["row_median"] + float(np.mean(t1))
+        ends = [
+            np.inf if r["escape_step"] is None else r["escape_step"]
+            for r in runs
+            if int(r["d"]) == p["d"] and abs(float(r["delta"]) - p["delta"]) < 1e-9
+        ]
+        esc_gd = "-" if not ends else _fmt(_finite(np.median(ends)))
         lines.append(
             f"| {p['delta']:g} | {p['d']} | {rows[p['delta']].steps} | {pred} | {gd} | {ratio} "
-            f"| {p['row_reason']} |"
+            f"| {_fmt(esc_pred)}, {esc_gd} | {p['row_reason']} |"
         )
     table = "\n".join(lines) + "\n"
     (out / "comparison.md").write_text(table)
@@ -115,7 +132,7 @@ def main(argv=None):
     fig, axes = new_figure(1, 1, width=6.6, height=4.4)
     plot_plateau_lengths(axes[0][0], summary, predicted, legend=False)
     figure_legend(fig, axes, ncols=2)
-    set_title(fig, "phase retrieval, softplus/Huber, m = 2: plateau of GD and the Theta* row")
+    set_title(fig, "phase retrieval, softplus/Huber, m = 2: GD and the Theta* row (7.8)")
     save_figure_atomic(fig, out / "plateau_row_law.png")
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), "")

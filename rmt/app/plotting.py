@@ -1086,10 +1086,12 @@ def plot_plateau_lengths(ax, summary, predicted, delta_nn=None, budget=None, leg
             x = [p["delta"] for p in row]
             med = np.maximum([p["row_median"] for p in row], 1.0)
             ax.plot(x, med, "-", color=color, lw=1.6, label=f"Theta* row, d = {d}: median")
-            if all(p.get("row_q25") is not None and p.get("row_q75") is not None for p in row):
-                ax.fill_between(x, np.maximum([p["row_q25"] for p in row], 1.0),
-                                np.maximum([p["row_q75"] for p in row], 1.0), color=color,
-                                alpha=0.15, lw=0)  # fmt: skip
+            # the quartiles where both are a length > 0 (a 0 is a run that learns in its first
+            # phase, None an escape beyond the solve's horizon): a band with gaps elsewhere
+            lo = np.array([p.get("row_q25") or np.nan for p in row], dtype=float)
+            hi = np.array([p.get("row_q75") or np.nan for p in row], dtype=float)
+            ax.fill_between(x, lo, hi, where=np.isfinite(lo) & np.isfinite(hi), color=color,
+                            alpha=0.15, lw=0)  # fmt: skip
     if delta_nn is not None:
         value = delta_nn["delta"] if isinstance(delta_nn, dict) else float(delta_nn)
         lo, hi = ax.get_xlim()
