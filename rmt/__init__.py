@@ -30,7 +30,13 @@ from rmt.eigen import (
 )
 from rmt.experiments import run_point, run_sweep, simulate_point
 from rmt.experiments.config import RunConfig, parse_deltas
-from rmt.experiments.grokking import GrokkingDelay, grokking, outlier_lifetime, plateau_run
+from rmt.experiments.grokking import (
+    GrokkingDelay,
+    grokking,
+    outlier_lifetime,
+    plateau_run,
+    row_escape,
+)
 from rmt.experiments.learning import learn_point, run_learn, trained_thresholds
 from rmt.freeprob import (
     BBPThreshold,
@@ -185,6 +191,7 @@ __all__ = [
     "grokking",
     "outlier_lifetime",
     "plateau_run",
+    "row_escape",
     # -- threads: explicit settings, no process-wide side effect at import
     "ThreadSettings",
     "adaptive_threads",

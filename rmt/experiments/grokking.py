@@ -484,6 +484,16 @@ def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
     ------
     TypeError, ValueError
         For bad input (a target that is not even with ``k = 1``, say), before any solve.
+
+    Examples
+    --------
+    Phase retrieval, softplus/Huber, m = 2 (``rmt.RunConfig()``), far above the threshold
+    (about two minutes on two cores; ``benchmarks/grokking_row_law.py`` runs the grid):
+
+    >>> import rmt
+    >>> row = rmt.row_escape(rmt.RunConfig(), 7.0, [1000, 4000], steps=400)  # doctest: +SKIP
+    >>> [round(row.length(d)[0]) for d in (1000, 4000)]  # doctest: +SKIP
+    [62, 90]
     """
     delta = check_positive_float(delta, "delta")
     steps = check_positive_int(steps, "steps", minimum=2)
