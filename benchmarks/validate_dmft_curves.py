@@ -138,9 +138,16 @@ def simulate(model, net, delta, lr, steps, init, d, seeds, n_test, points, start
     return out, diverged, time.perf_counter() - t0
 
 
-def solve(model, net, delta, lr, steps, init, replicas, draws, rng, h, points):
+def solve(model, net, delta, lr, steps, init, replicas, draws, rng, h, points, d=None):
     """The DMFT replicas; every quantity at ``points`` (``replicas x points``), whether all
-    converged, the message and the wall time."""
+    converged, the message and the wall time.
+
+    With ``d`` and an even target with ``k = 1`` the solve carries the ``Theta*`` row
+    (docs/theory.md 7.8), and ``|M|^2`` is its finite-``d`` mean ``tr S / d``: the ``Theta*``
+    component that a run at that ``d`` has and the limit does not.  ``tr Q`` stays the
+    limit's: the row adds ``tr S / d`` to it only while that is small, and past that the run
+    trades the rest of ``W`` for it (non-linear)."""
+    row = d is not None and model.even and model.k == 1
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         rep = rmt.dmft_replicas(
@@ -154,6 +161,7 @@ def solve(model, net, delta, lr, steps, init, replicas, draws, rng, h, points):
             n_samples=draws,
             rng=rng,
             relu_smoothing=h,
+            theta_row=row,
         )
     idx = list(points)
     out = {
@@ -163,6 +171,9 @@ def solve(model, net, delta, lr, steps, init, replicas, draws, rng, h, points):
         "M2": np.array([np.sum(r.M[idx] ** 2, axis=(1, 2)) for r in rep.results]),
         "trQ": np.array([np.trace(r.Q[idx], axis1=1, axis2=2) for r in rep.results]),
     }
+    if row:
+        extra = np.array([np.trace(r.seed_cov[idx], axis1=1, axis2=2) / d for r in rep.results])
+        out["M2"] = out["M2"] + extra
     return out, rep.converged, rep.message, time.perf_counter() - t0
 
 
@@ -232,6 +243,7 @@ def run_case(args, model, activation, loss, init, sims):
             args.rng,
             RELU_SMOOTHING if h is None else h,
             points,
+            d=None if args.no_row else args.d,
         )
         theories.append(theory)
         rows = compare(sim, theory, args.d, points)
@@ -431,7 +443,8 @@ Setting: phase retrieval (`y = z^2`), m = {args.m}, delta = {args.delta:g}, T = 
 points t = {", ".join(str(t) for t in checkpoints(args.steps))}.
 Gradient descent: d = {args.d}, seeds {args.seeds_list} (data `1000 + s`, test set of
 {args.n_test} samples `2000 + s`, initial weights `3000 + s`).
-DMFT: `rmt.dmft_replicas`, {args.replicas} replicas x {args.draws} draws, rng = {args.rng}.
+DMFT: `rmt.dmft_replicas`, {args.replicas} replicas x {args.draws} draws, rng = {args.rng};
+{"the d -> inf limit only" if args.no_row else "with the Theta* row (docs/theory.md 7.8): |M|_F^2 adds its mean tr S / d at d = " + str(args.d)}.
 Tolerance: `4 sqrt(se_gd^2 + se_dmft^2)` plus {REL_ALLOWANCE:g} x |GD mean| (train, test, grad
 norm, tr Q) or {M2_ALLOWANCE:g}/d (`|M|_F^2`, which is 0 in the limit for an even target).
 Cases: {len(cases)}, failing: {n_fail}.
@@ -464,6 +477,11 @@ def parse_args(argv=None):
     p.add_argument("--replicas", type=int, default=4)
     p.add_argument("--draws", type=int, default=10_000)
     p.add_argument("--rng", type=int, default=0)
+    p.add_argument(
+        "--no-row",
+        action="store_true",
+        help="compare with the d -> inf limit only (no Theta* row: |M|^2 = 0 for an even target)",
+    )
     p.add_argument("--out", default=None, help="write the tables, CSV and MANIFEST.md here")
     args = p.parse_args(argv)
     if args.quick:
