@@ -504,6 +504,38 @@ def seeded_escape_steps(seed_cov, trace_q, d, quantiles=(0.25, 0.5, 0.75), escap
     >>> seeded_escape_steps(S, np.ones(41), 100, quantiles=(0.5,))
     [25]
     """
+    return seeded_escape_table(seed_cov, trace_q, [d], quantiles, escape_overlap)[int(d)]
+
+
+def seeded_escape_table(seed_cov, trace_q, sizes, quantiles=(0.25, 0.5, 0.75), escape_overlap=0.5):
+    """:func:`seeded_escape_steps` at several dimensions at once: the quantiles of ``|v(t)|^2``
+    do not depend on ``d``, so they are computed once.
+
+    Parameters
+    ----------
+    seed_cov, trace_q, quantiles, escape_overlap
+        As in :func:`seeded_escape_steps`.
+    sizes : sequence of int
+        The dimensions.
+
+    Returns
+    -------
+    dict
+        ``{d: [escape step or None per quantile]}``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`seeded_escape_steps`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rmt.dynamics.escape import seeded_escape_table
+    >>> S = 1.21 ** np.arange(61.0)[:, None, None]
+    >>> seeded_escape_table(S, np.ones(61), [100, 10_000], quantiles=(0.5,))
+    {100: [25], 10000: [49]}
+    """
     S = as_float_array(seed_cov, "seed_cov", ndim=3)
     tq = as_float_array(trace_q, "trace_q", ndim=1)
     if S.shape[1] != S.shape[2] or S.shape[0] < tq.size or tq.size < 1:
@@ -512,7 +544,7 @@ def seeded_escape_steps(seed_cov, trace_q, d, quantiles=(0.25, 0.5, 0.75), escap
         )
     if not (np.all(np.isfinite(S[: tq.size])) and np.all(np.isfinite(tq))):
         raise ValueError("seed_cov and trace_q must be finite")
-    d = check_positive_int(d, "d")
+    dims = [check_positive_int(d, "d") for d in sizes]
     escape_overlap = check_positive_float(escape_overlap, "escape_overlap")
     qs = [float(q) for q in quantiles]
     if not qs or not all(0.0 < q < 1.0 for q in qs):
@@ -523,5 +555,8 @@ def seeded_escape_steps(seed_cov, trace_q, d, quantiles=(0.25, 0.5, 0.75), escap
     levels = np.empty((len(qs), tq.size))
     for a in range(0, tq.size, 64):  # |v(t)|^2 = sum_j lam_j(t) g_j^2, 64 steps at a time
         levels[:, a : a + 64] = np.quantile(g2 @ lam[a : a + 64].T, [1 - q for q in qs], axis=0)
-    reached = levels >= escape_overlap * d * tq
-    return [int(np.argmax(row)) if row.any() else None for row in reached]
+    out = {}
+    for d in dims:
+        reached = levels >= escape_overlap * d * tq
+        out[d] = [int(np.argmax(row)) if row.any() else None for row in reached]
+    return out

@@ -36,7 +36,7 @@ from rmt.dynamics.escape import (
     PlateauPrediction,
     outlier_growth,
     plateau_length,
-    seeded_escape_steps,
+    seeded_escape_table,
 )
 from rmt.experiments.config import parse_deltas, parse_sizes, parse_stop_after_escape
 from rmt.experiments.learning import LEARNED_OVERLAP, run_descent
@@ -459,7 +459,7 @@ def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
 
     Each replica solves :func:`rmt.dmft_replicas` with ``theta_row=True`` for ``steps`` steps
     (cost ``T^3``, doubled by the row), finds its plateau ``t1`` (the rule of
-    :func:`outlier_lifetime`), and :func:`rmt.dynamics.escape.seeded_escape_steps` reads the
+    :func:`outlier_lifetime`), and :func:`rmt.dynamics.escape.seeded_escape_table` reads the
     escape of each quantile at each ``d``.  Unlike the frozen law of 7.7 this follows the
     drift of the plateau after ``t1``, and the start of the ``Theta*`` component (the finite
     sample's noise) comes out of the same equations.
@@ -504,14 +504,11 @@ def row_escape(config, delta, sizes, steps=600, replicas=2) -> RowEscape:
         if t1 is None:
             reasons.append(why)
         trace_q = np.trace(res.Q, axis1=1, axis2=2)
-        escapes.append(
-            {
-                d: seeded_escape_steps(res.seed_cov, trace_q, d, ROW_QUANTILES, ESCAPE_OVERLAP)
-                if res.converged
-                else [None] * len(ROW_QUANTILES)
-                for d in dims
-            }
-        )
+        if res.converged:
+            table = seeded_escape_table(res.seed_cov, trace_q, dims, ROW_QUANTILES, ESCAPE_OVERLAP)
+        else:
+            table = {d: [None] * len(ROW_QUANTILES) for d in dims}
+        escapes.append(table)
         t1s.append(None if t1 is None else int(t1))
     return RowEscape(
         delta=delta, steps=steps, t1=tuple(t1s), escape=tuple(escapes), reasons=tuple(reasons)
