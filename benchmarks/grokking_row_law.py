@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import asdict, replace
 
 import numpy as np
+from _util import cpu_info
 
 import rmt
 from rmt.app.plotting import (
@@ -134,13 +134,12 @@ def main(argv=None):
     figure_legend(fig, axes, ncols=2)
     set_title(fig, "phase retrieval, softplus/Huber, m = 2: GD and the Theta* row (7.8)")
     save_figure_atomic(fig, out / "plateau_row_law.png")
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), "")
+    cpu = cpu_info()
     manifest = [
         "# The plateau length from the Theta* row along the DMFT, against gradient descent",
         "",
         f"Command: `python {' '.join(sys.argv)}`",
-        f"Started: {started}; CPU: {model} ({platform.machine()}), 2 vCPUs.",
+        f"Started: {started}; CPU: {cpu['model']}, {cpu['simd']}, {os.cpu_count()} vCPUs.",
         "Setting: phase retrieval, softplus/Huber, m = 2, lr 0.5, init 0.01 (`rmt.RunConfig()`);"
         f" DMFT {args.replicas} replicas of {args.draws} draws; quantiles over runs "
         f"{ROW_QUANTILES}; escape at overlap 0.5.",

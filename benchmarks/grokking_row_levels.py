@@ -15,12 +15,13 @@ Run: ``python benchmarks/grokking_row_levels.py --deltas 7.0:300 4.6:400 --d 100
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
-import subprocess
 import sys
 import time
 
 import numpy as np
+from _util import cpu_info
 
 import rmt
 from rmt.dynamics.escape import seeded_escape_steps
@@ -97,14 +98,11 @@ def main(argv=None):
         )
         print(lines[-2], lines[-1], sep="\n", flush=True)
     (out / "levels.md").write_text("\n".join(lines) + "\n")
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model_name = next(
-        (ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), ""
-    )
+    cpu = cpu_info()
     (out / "MANIFEST.md").write_text(
         "# Overlap crossings: the Theta* row against gradient descent\n\n"
         f"Command: `python {' '.join(sys.argv)}`\n"
-        f"Started: {started}; CPU: {model_name}, 2 vCPUs.\n"
+        f"Started: {started}; CPU: {cpu['model']}, {cpu['simd']}, {os.cpu_count()} vCPUs.\n"
         f"DMFT: one solve of {args.draws} draws per delta (seed {cfg.seeds[0]}); GD: data "
         "`[s, 1]`, start `[s, 2]` for run s.\n\nFiles: `levels.md`.\n"
     )
