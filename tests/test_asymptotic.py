@@ -6,16 +6,21 @@
   law, and against the outliers it stands for.
 - The replicas: their mean curves and errors against the individual solves, and one shared
   plateau.
+- The law check: a planted shift of the margin with the law's draws against its closed-form
+  decision; the square loss (whose law's left edge is set by rare draws) flagged and the Huber
+  loss not, each confirmed by the edge of a law of 16 times the draws.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 import rmt
 import rmt.thresholds.asymptotic as dt
-from rmt.dynamics.dmft import CURVE_SMOOTHING, smoothed_curve
+from rmt.dynamics.dmft import CURVE_SMOOTHING, hessian_at_step, resampled_laws, smoothed_curve
 from rmt.thresholds.asymptotic import DMFTEvaluation
 
 ROOT, SLOPE = 2.7, 0.03
@@ -382,3 +387,57 @@ def test_relu_with_a_convex_loss_has_a_positive_semidefinite_hessian_and_no_delt
     assert res.evaluations == {} and res.pilot_evaluations == {}
     with pytest.raises(ValueError, match="weight_decay"):
         rmt.dmft_delta_nn(model, net, weight_decay=-0.1)
+
+
+def test_the_law_check_flags_a_margin_shift_larger_than_its_error(monkeypatch):
+    """Planted law shifts at the Newton evaluation: the result has no value exactly when the
+    mean shift ``s`` (standard error ``e`` over the replicas) has ``|s| - z e`` above the
+    margin's standard error, ``z`` the two-sided normal quantile of ``LAW_CHECK_LEVEL``."""
+    spread = np.array([0.002, -0.001, 0.0, 0.001, -0.002, 0.0015, -0.0005, -0.001])  # mean 0
+    z = 3.2905267314919255  # the 1 - 0.0005 quantile of N(0, 1)
+    se_margin = OFFSETS[:8].std(ddof=1) / np.sqrt(8)  # the jackknife of a mean
+    e = spread.std(ddof=1) / np.sqrt(8)
+    for mean, flagged in [(se_margin + z * e - 1e-7, False), (se_margin + z * e + 1e-7, True)]:
+        fake = _planted(log=True)
+
+        def with_shifts(*args, fake=fake, mean=mean, law_check=False, **kwargs):
+            ev = fake(*args, **kwargs)
+            shifts = -(mean + spread[: ev.margins.size]) if law_check else None
+            return dataclasses.replace(ev, law_shifts=shifts)
+
+        monkeypatch.setattr(dt, "dmft_margin", with_shifts)
+        out = rmt.dmft_delta_nn(None, None, n_samples=4000, stderr_rtol=None)
+        np.testing.assert_allclose(out.law_shift, -mean, rtol=1e-12)
+        np.testing.assert_allclose(out.law_shift_se, e, rtol=1e-10)
+        assert out.converged is not flagged
+        assert bool(np.isnan(out.value)) is flagged
+        assert ("not converged in the law's draws" in out.message) is flagged
+
+
+def test_a_square_loss_margin_moves_with_the_law_draws_and_a_huber_one_does_not():
+    """softplus, m = 2, phase retrieval, at each loss's root: with the square loss the
+    learning margin falls when the law's draws go from 5000 to 20 000 (the left edge of the
+    law is set by rare draws: large labels with a preactivation near 0), and the law check
+    says so; independently, the left edge of one replica's law keeps moving out with 16 times
+    the draws.  With the Huber loss the margin and the edge stay within their noise."""
+    for loss, delta, moves in [("square", 5.7, True), ("huber", 2.63, False)]:
+        cfg = rmt.RunConfig(activation="softplus", loss=loss, width=2)
+        model, net = cfg.model(), cfg.net()
+        ev = rmt.dmft_margin(
+            model, net, delta, replicas=8, n_samples=800, law_draws=20_000, law_check=True
+        )
+        assert ev.converged and ev.law_shifts.shape == (8,)
+        assert bool(dt._law_not_converged([ev])) is moves, ev.law_shift
+        # the edge of replica 0's law at its plateau step, from 20 000 to 320 000 fresh draws
+        h = ev.hessians[0]
+        t, solve = h.t1, h.result
+        most = 320_000 if moves else 80_000
+        law = resampled_laws(solve, model, net, [t], most, np.random.default_rng(3))[t]
+        edges = []
+        for n in (20_000, most // 4, most):
+            sub = rmt.SpikeLaw(law.zhat[:n], law.D[:n], None, law.theta_dims, kind="empirical")
+            edges.append(hessian_at_step(solve, net, t, "check", 0.0, law=sub).edge_lo)
+        if moves:
+            assert edges[2] < edges[0] - 0.02, edges
+        else:
+            assert abs(edges[2] - edges[0]) < 0.003, edges

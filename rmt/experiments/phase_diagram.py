@@ -21,6 +21,8 @@ import pathlib
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from rmt.experiments.learning import reference_thresholds
 from rmt.experiments.store import ResumableCSV, check_resumable, write_manifest
 from rmt.operators import distributed
@@ -192,9 +194,12 @@ def cell_row(config, cell) -> dict:
 def _status_of(res) -> str:
     """``"none"`` when every evaluation of the search reached its plateau and none had a
     negative ``Theta*`` outlier, or when the network cannot have one (``res.no_transition``);
-    ``"not determined"`` when some solve failed on the way."""
+    ``"not determined"`` when some solve failed on the way, or when the search found the root
+    but its margin still moved with the law's draws (``res.law_shift`` is set)."""
     if res.no_transition:
         return "none"
+    if np.isfinite(res.law_shift):
+        return "not determined"
     evaluations = [*res.pilot_evaluations.values(), *res.evaluations.values()]
     if evaluations and all(ev.converged for ev in evaluations):
         return "none"

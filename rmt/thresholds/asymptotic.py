@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtri
 
 from rmt.dynamics.descent import PlateauRule
 from rmt.dynamics.dmft import (
@@ -28,6 +29,7 @@ from rmt.dynamics.dmft import (
     resampled_laws,
     smoothed_curve,
 )
+from rmt.freeprob.law import SpikeLaw
 from rmt.kernels.threads import adaptive_threads
 from rmt.validation import check_nonneg_float, check_positive_float, check_positive_int
 
@@ -62,6 +64,11 @@ class DMFTEvaluation:
         The plateau to a fraction of a step: the minimum of the least-squares parabola
         through the smoothed mean gradient norm over ``t1 +- VERTEX_WINDOW`` steps
         (docs/theory.md 8.10); NaN when ``converged`` is False.
+    law_shifts : numpy.ndarray or None
+        Each replica's learning margin at the plateau step nearest ``vertex`` from its law of
+        ``law_draws`` draws, less the margin from the first ``law_draws // LAW_CHECK_FACTOR``
+        of them (``dmft_margin(law_check=True)``; None otherwise): how far the margin still
+        moves with the law's draws (docs/theory.md 8.10, "The law's draws").
     """
 
     delta: float
@@ -74,6 +81,16 @@ class DMFTEvaluation:
     converged: bool
     message: str
     vertex: float = float("nan")
+    law_shifts: np.ndarray | None = None
+
+    @property
+    def law_shift(self) -> tuple[float, float]:
+        """The mean of ``law_shifts`` and its standard error (the replicas are independent);
+        ``(nan, nan)`` when they were not computed."""
+        if self.law_shifts is None or not self.converged:
+            return float("nan"), float("nan")
+        v = np.asarray(self.law_shifts, dtype=float)
+        return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size))
 
     @property
     def sign(self) -> int:
@@ -159,6 +176,13 @@ LAW_DRAWS = 20_000
 #: from the solves' (the children of ``SeedSequence(rng)``)
 LAW_STREAM = 7
 
+#: the law check of :func:`dmft_margin` compares the margin from ``law_draws`` draws with the
+#: margin from the first ``law_draws // LAW_CHECK_FACTOR`` of them
+LAW_CHECK_FACTOR = 4
+#: the two-sided level of :func:`dmft_delta_nn`'s test that the margin no longer moves with the
+#: law's draws, shared by the evaluations it tests (Bonferroni)
+LAW_CHECK_LEVEL = 1e-3
+
 #: test draws of the solves of :func:`dmft_margin`: the test loss enters neither the plateau
 #: rule nor the Hessian, so few are kept
 N_TEST = 1000
@@ -197,6 +221,7 @@ def dmft_margin(
     relu_smoothing=RELU_SMOOTHING,
     law_draws=LAW_DRAWS,
     first_replica=0,
+    law_check=False,
 ) -> DMFTEvaluation:
     """The learning margin at the DMFT plateau, with its Monte Carlo error (docs/theory.md 8.10).
 
@@ -236,6 +261,10 @@ def dmft_margin(
     first_replica : int
         The index of the first replica (its seeds): a call with ``first_replica = R``
         extends one of ``R`` replicas with new, independent ones.
+    law_check : bool
+        Also read each replica's margin from the first ``law_draws // LAW_CHECK_FACTOR`` of its
+        law's draws, at the plateau step nearest the vertex: ``law_shifts`` of the result
+        (needs ``law_draws``).
 
     Returns
     -------
@@ -267,6 +296,10 @@ def dmft_margin(
     if law_draws is not None:
         law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
     first = check_positive_int(first_replica, "first_replica", minimum=0)
+    if law_check and law_draws is None:
+        raise ValueError("law_check needs law_draws: the check reads a subset of the law's draws")
+    if law_check and law_draws // LAW_CHECK_FACTOR < 2:
+        raise ValueError(f"law_check needs law_draws >= {2 * LAW_CHECK_FACTOR}; got {law_draws}")
 
     def failed(message, t1=None, hs=()):
         nan = np.full(replicas, np.nan)
@@ -312,7 +345,7 @@ def dmft_margin(
                 result, model, net, times, law_draws, gen, weight_decay, relu_smoothing
             )
 
-    return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws)
+    return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws, law_check)
 
 
 #: the least fraction of the steps of the last plateau-rule window over which the smoothed
@@ -367,12 +400,13 @@ def _vertex(results, t1, drop=None) -> float:
     return float(np.clip(t1 - b / (2 * a), lo, hi))
 
 
-def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
+def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_check=False):
     """Each replica's learning margin at the vertex of the plateau, and the jackknife values
     (docs/theory.md 8.10).
 
     ``laws(i, result, times)``, when given, returns replica ``i``'s laws at ``times`` (a dict
-    by step); else each law is :func:`rmt.dynamics.dmft.dmft_law` of the solve's own draws."""
+    by step); else each law is :func:`rmt.dynamics.dmft.dmft_law` of the solve's own draws.
+    ``law_check``: also the shifts of :attr:`DMFTEvaluation.law_shifts` (needs ``laws``)."""
     R = len(results)
     v = _vertex(results, t1)
     loo_v = [_vertex(results, t1, drop=r) for r in range(R)]
@@ -398,6 +432,11 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
     margins = np.array([np.interp(v, times, M[i]) for i in range(R)])
     loo = np.array([np.interp(loo_v[r], times, np.delete(M, r, axis=0).mean(axis=0))
                     for r in range(R)])  # fmt: skip
+    shifts = None
+    if law_check:
+        t = int(np.clip(round(v), times[0], times[-1]))
+        shifts = np.array([_law_shift(r, net, t, weight_decay, by_replica[i][t], at[t][i])
+                           for i, r in enumerate(results)])  # fmt: skip
     return DMFTEvaluation(
         delta=results[0].delta,
         t1=t1,
@@ -409,7 +448,22 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None):
         converged=True,
         message=f"plateau of the mean curves at step {t1} (vertex {v:.1f})",
         vertex=v,
+        law_shifts=shifts,
     )
+
+
+def _law_shift(result, net, t, weight_decay, law, hessian) -> float:
+    """The learning margin of ``hessian`` (from ``law``) less the margin from the first
+    ``N // LAW_CHECK_FACTOR`` draws of ``law``; NaN when that smaller law gives none."""
+    n = law.zhat.shape[0] // LAW_CHECK_FACTOR
+    first = SpikeLaw(
+        law.zhat[:n], law.D[:n], None, law.theta_dims, shift=law.shift, kind=law.kind,
+        unbounded_reason=law.unbounded_reason,
+    )  # fmt: skip
+    coarse = hessian_at_step(result, net, t, "mean curves", weight_decay, law=first)
+    if not coarse.converged:
+        return float("nan")
+    return float(hessian.learning_margin - coarse.learning_margin)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,6 +498,11 @@ class DMFTThreshold:
         True when the network cannot have a negative outlier at any ``delta`` (its Hessian is
         positive semidefinite at every ``W``: ``TwoLayerNet.hessian_is_psd``); then nothing
         was solved and ``message`` says why.
+    law_shift, law_shift_se : float
+        At the evaluation nearest the root: the mean change of the learning margin from a
+        quarter of the law's draws to all of them, and its standard error
+        (:attr:`DMFTEvaluation.law_shifts`); NaN when not computed.  A change significantly
+        larger than the margin's standard error makes the result ``converged = False``.
     """
 
     value: float
@@ -457,6 +516,8 @@ class DMFTThreshold:
     n_samples: int = 0
     pilot_evaluations: dict = field(default_factory=dict)
     no_transition: bool = False
+    law_shift: float = float("nan")
+    law_shift_se: float = float("nan")
 
 
 #: why a network whose Hessian is positive semidefinite everywhere has no ``delta_NN``
@@ -649,8 +710,11 @@ def dmft_delta_nn(
     -------
     DMFTThreshold
         ``converged`` is False, with the reason and every evaluation, when no sign change was
-        bracketed in ``[lo, hi]``, an evaluation failed where the search needed it, or
-        ``max_evals`` ran out; ``value`` and ``stderr`` are then NaN.  A network whose Hessian
+        bracketed in ``[lo, hi]``, an evaluation failed where the search needed it,
+        ``max_evals`` ran out, or the margin where the value is read still moves with the
+        number of the law's draws (``law_shift``: a change from a quarter of ``law_draws`` to
+        all of them that a test at level ``LAW_CHECK_LEVEL`` finds larger than the margin's
+        standard error); ``value`` and ``stderr`` are then NaN.  A network whose Hessian
         is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU with a convex
         loss) is answered without a solve: ``no_transition`` is True.
 
@@ -693,7 +757,8 @@ def dmft_delta_nn(
         check_nonneg_float(kwargs.get("weight_decay", 0.0), "weight_decay")
         reason = PSD_REASON.format(act=net.activation, loss=net.loss)
         return _no_value(lo, hi, reason, replicas=0, n_samples=0, no_transition=True)
-    evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs)
+    check = law_draws is not None
+    evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, check)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
         few = max(n_samples // pilot, 2)
@@ -736,7 +801,7 @@ def dmft_delta_nn(
         def more(delta, count, first):
             return dmft_margin(
                 model, net, delta, replicas=count, n_samples=n_samples, rng=rng,
-                law_draws=law_draws, first_replica=first, **kwargs,
+                law_draws=law_draws, first_replica=first, law_check=check, **kwargs,
             )  # fmt: skip
 
         ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
@@ -744,9 +809,19 @@ def dmft_delta_nn(
         how = f"a Newton step from delta = {newton[3]:.4g}, {used} replicas"
         how += note
     else:
+        ev = None
         value, se = _interpolated_root(neg, pos)
         a, b = sorted((neg.delta, pos.delta))
         how = "interpolated"
+    checked = [ev] if ev is not None else [neg, pos]
+    shift, shift_se = _nearest(checked).law_shift
+    if check:
+        moving = _law_not_converged(checked)
+        if moving:
+            return _no_value(
+                lo, hi, moving, evaluations=full.evals, replicas=used, n_samples=n_samples,
+                pilot_evaluations=search.evals, law_shift=shift, law_shift_se=shift_se,
+            )  # fmt: skip
     return DMFTThreshold(
         value=value,
         stderr=se,
@@ -758,7 +833,42 @@ def dmft_delta_nn(
         replicas=used,
         n_samples=n_samples,
         pilot_evaluations=search.evals if pilot > 1 else {},
+        law_shift=shift,
+        law_shift_se=shift_se,
     )
+
+
+def _nearest(evs):
+    """The evaluation whose mean margin is closest to 0 (the one nearest the root)."""
+    return min(evs, key=lambda e: abs(e.margin))
+
+
+def _law_not_converged(evs) -> str:
+    """Why the margins of ``evs`` (the evaluations that give the value) still move with the
+    law's draws, or ''.  For each, the mean shift ``s`` of :attr:`DMFTEvaluation.law_shifts`,
+    with its standard error ``e``, is tested against the margin's standard error ``se``: the
+    margin has not converged when ``|s| - z e > se``, ``z`` the two-sided normal quantile of
+    ``LAW_CHECK_LEVEL`` shared by the ``len(evs)`` tests (docs/theory.md 8.10)."""
+    z = float(ndtri(1.0 - LAW_CHECK_LEVEL / (2 * len(evs))))
+    for ev in evs:
+        if ev.law_shifts is None:
+            continue
+        shift, err = ev.law_shift
+        n = int(ev.law_shifts.size)
+        if not np.isfinite(shift):
+            return (
+                f"the law check failed at delta = {ev.delta:.4g}: a law of a quarter of the "
+                "draws gave no learning margin"
+            )
+        if abs(shift) - z * err > ev.margin_se:
+            return (
+                f"not converged in the law's draws: at delta = {ev.delta:.4g} the learning "
+                f"margin moves by {shift:+.3g} +- {err:.2g} ({n} replicas) from a quarter of "
+                f"the law's draws to all of them, against its standard error "
+                f"{ev.margin_se:.2g}: the left edge of the Hessian's law at W1 is set by rare "
+                "draws that the law does not resolve (docs/theory.md 8.10)"
+            )
+    return ""
 
 
 def _no_value(lo, hi, message, **fields) -> DMFTThreshold:
@@ -779,11 +889,11 @@ def _same_sign(evals) -> str:
     return f"no negative Theta* outlier at any delta tried, up to {xs[-1]:.4g}"
 
 
-def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs):
+def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, law_check=False):
     def evaluate(delta):
         return dmft_margin(
             model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng,
-            law_draws=law_draws, **kwargs,
+            law_draws=law_draws, law_check=law_check, **kwargs,
         )  # fmt: skip
 
     return evaluate
@@ -870,6 +980,9 @@ def _pooled(evs) -> DMFTEvaluation:
     margins = np.concatenate([e.margins for e in evs])
     vertex = float(np.sum(sizes * np.array([e.vertex for e in evs])) / total)
     plateaus = ", ".join(str(e.t1) for e in evs)
+    shifts = None
+    if all(e.law_shifts is not None for e in evs):
+        shifts = np.concatenate([e.law_shifts for e in evs])
     return DMFTEvaluation(
         delta=evs[0].delta,
         t1=evs[0].t1,
@@ -882,6 +995,7 @@ def _pooled(evs) -> DMFTEvaluation:
         message=f"{total} replicas in {len(evs)} batches ({' + '.join(map(str, sizes))}), plateaus of "
         f"their mean curves at steps {plateaus}",
         vertex=vertex,
+        law_shifts=shifts,
     )
 
 
