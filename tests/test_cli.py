@@ -137,6 +137,8 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
         evaluations={},
         replicas=8,
         n_samples=2500,
+        law_shift=-0.0004,
+        law_shift_se=0.0005,
     )
     calls = []
 
@@ -150,6 +152,8 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     summary = json.loads(cap.out)
     assert summary["delta_nn_dmft"]["delta"] == 2.6012
     assert summary["delta_nn_dmft"]["stderr"] == 0.0313
+    assert summary["delta_nn_dmft"]["law_shift"] == -0.0004
+    assert summary["delta_nn_dmft"]["law_shift_se"] == 0.0005
     assert summary["delta_alg"] == pytest.approx(0.5, rel=1e-6)
     assert "delta_NN (DMFT, d -> inf) = 2.601 ± 0.031" in cap.err
     assert calls[0]["replicas"] == 8 and calls[0]["n_samples"] == 2500
@@ -169,6 +173,7 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     cap = capsys.readouterr()
     summary = json.loads(cap.out)
     assert summary["delta_nn_dmft"]["delta"] is None and "NaN" not in cap.out
+    assert summary["delta_nn_dmft"]["law_shift"] is None  # not computed: None, not NaN
     assert "not determined: no plateau" in cap.err
 
 

@@ -556,11 +556,18 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
         "converged": res.converged,
         "no_transition": res.no_transition,
         "message": res.message,
+        "law_shift": _finite_or_none(res.law_shift),
+        "law_shift_se": _finite_or_none(res.law_shift_se),
         "replicas": res.replicas,
         "n_samples": res.n_samples,
         "evaluations": [_evaluation_record(ev) for ev in res.evaluations.values()],
         "pilot_evaluations": [_evaluation_record(ev) for ev in res.pilot_evaluations.values()],
     }
+
+
+def _finite_or_none(x):
+    """``float(x)``, or None for NaN (a number that was not computed)."""
+    return float(x) if np.isfinite(x) else None
 
 
 def _evaluation_record(ev) -> dict:
@@ -573,6 +580,9 @@ def _evaluation_record(ev) -> dict:
         "margin": ev.margin if ok else None,
         "margin_se": ev.margin_se if ok else None,
         "margins": [float(g) for g in ev.margins] if ok else None,
+        "law_shifts": [_finite_or_none(g) for g in ev.law_shifts]
+        if ok and ev.law_shifts is not None
+        else None,
         "converged": ok,
         "message": ev.message,
     }
