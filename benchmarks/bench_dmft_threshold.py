@@ -81,6 +81,8 @@ def main(argv=None):
             "evaluations": len(res.evaluations),
             "pilot_evaluations": len(res.pilot_evaluations),
             "message": res.message,
+            "law_shift": res.law_shift if np.isfinite(res.law_shift) else None,
+            "law_shift_se": res.law_shift_se if np.isfinite(res.law_shift_se) else None,
         }
         if res.converged:
             row["time_for_goal_se_s"] = wall * (res.stderr / GOAL_SE) ** 2
@@ -89,7 +91,8 @@ def main(argv=None):
                 f"seed {seed}: delta_NN = {res.value:.4f} ± {res.stderr:.4f} in {wall:.1f} s "
                 f"= {wall / GOAL_S:.2f} x the goal ({wall / unit:.1f} solves; "
                 f"{len(res.pilot_evaluations)} pilot + {len(res.evaluations)} full evaluations, "
-                f"{res.replicas} replicas at the last); goal met: {row['meets_goal']}"
+                f"{res.replicas} replicas at the last; law shift {res.law_shift:+.5f} ± "
+                f"{res.law_shift_se:.5f}); goal met: {row['meets_goal']}"
             )
         else:
             print(f"seed {seed}: not determined in {wall:.1f} s: {res.message}")
