@@ -43,9 +43,12 @@ def _dense_reference(KT, J, t, n_real):
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("t", [0, 1, 9])
-def test_response_rows_match_the_dense_inverse(m, t):
-    rng = np.random.default_rng(10 * m + t)
-    n_real = 37  # padded below to a multiple of PAD with zero Jacobians
+@pytest.mark.parametrize("n_real", [37, 70])
+def test_response_rows_match_the_dense_inverse(m, t, n_real):
+    """Every response kernel against the dense inverse, on draws padded to 48 and 80: chunks
+    of 10 (m = 2) end partial on 48, chunks of 3 (m = 4) on 80."""
+    rng = np.random.default_rng(10 * m + t + n_real)
+    # n_real draws padded below to a multiple of PAD with zero Jacobians
     n_pad = -(-n_real // PAD) * PAD
     KT = np.zeros((t + 2, m, (t + 2) * m))
     KT[:] = 0.3 * rng.standard_normal(KT.shape)

@@ -36,7 +36,8 @@ from rmt.kernels.simd import dot_rows
 
 #: draws per chunk of the generic kernel: the innermost loop (two ``<4 x double>`` on AVX2)
 NB = 8
-#: the draws are padded to a multiple of this (every kernel's chunk divides it)
+#: the draws are padded to a multiple of this (the chunks of every kernel but the 4-lane
+#: ``response_row_m4`` divide it; that one completes a partial last chunk with zero draws)
 PAD = 16
 
 
@@ -132,8 +133,21 @@ def _chunk_rows(KT, J, t, part, c, R, NBR, W, L):
                 part[c, p, i, k] = s
 
 
-# draws per chunk for each width: R x (R NBR / 4) accumulators, at most 9 of AVX2's 16
-# registers (the loop also holds the loaded lambda row and a broadcast)
+@njit(cache=True, inline="always")
+def _last_chunk(KT, J, t, part, R, NBR, W, L):
+    """``part[-1]``: the last chunk of :func:`_chunk_rows` when the draws are not a multiple
+    of ``NBR``, its draws copied into a block of ``NBR`` whose others have ``J = 0`` (they add
+    nothing)."""
+    full = J.shape[3] // NBR
+    if full < part.shape[0]:
+        block = np.zeros((J.shape[0], R, R, NBR))
+        block[:, :, :, : J.shape[3] - full * NBR] = J[:, :, :, full * NBR :]
+        _chunk_rows(KT, block, t, part[full:], 0, R, NBR, W, L)
+
+
+# draws per chunk for each width: R x (R NBR / 4) accumulators, at most 12 of AVX2's 16
+# registers (the loop also holds the loaded lambda row and a broadcast); the chunks of 3
+# (m = 4) do not divide PAD: the last one is completed by _last_chunk
 @njit(cache=True, parallel=True)
 def response_row_m1(KT, J, t, out):
     """:func:`response_row` for m = 1: chunks of 16 draws."""
@@ -163,10 +177,11 @@ def response_row_m3(KT, J, t, out):
 
 @njit(cache=True, parallel=True)
 def response_row_m4(KT, J, t, out):
-    """:func:`response_row` for m = 4: chunks of 2 draws."""
-    part = np.zeros((J.shape[3] // 2, t + 1, 4, 4))
-    for c in prange(part.shape[0]):
-        _chunk_rows(KT, J, t, part, c, 4, 2, 2, 4)
+    """:func:`response_row` for m = 4: chunks of 3 draws, 4 x 3 accumulators."""
+    part = np.zeros((-(-J.shape[3] // 3), t + 1, 4, 4))
+    for c in prange(J.shape[3] // 3):
+        _chunk_rows(KT, J, t, part, c, 4, 3, 3, 4)
+    _last_chunk(KT, J, t, part, 4, 3, 3, 4)
     _sum_chunks(part, out)
 
 
