@@ -303,9 +303,10 @@ def test_the_margin_at_a_plateau_has_a_jackknife_error_of_the_replicas_spread():
 
 def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
     """More steps are spent on a solve without a plateau only while its smoothed mean gradient
-    norm still falls (a first phase under way) or sits at the flat bottom of its plateau; a
-    norm that oscillates at a high level (a step size gradient descent cannot settle at), or
-    that rises again from its bottom, is reported at once, with the numbers."""
+    norm still falls to new lows (a first phase under way) or sits at the flat bottom of its
+    plateau; a norm that oscillates at a high level (a step size gradient descent cannot settle
+    at), even in a falling stretch above its earlier lows, or that rises again from its bottom,
+    is reported at once, with the numbers."""
     from types import SimpleNamespace
 
     rule = rmt.PlateauRule(window=25)
@@ -328,6 +329,14 @@ def test_a_solve_without_plateau_goes_on_only_while_its_gradient_norm_falls():
     back = [SimpleNamespace(grad_norm=bottom + 0.35 * np.clip((t - 200) / 100, 0, 1) + e)
             for e in noise]  # fmt: skip
     assert "does not settle" in dt._not_settling(back, rule, 0.5)
+    # a norm that wanders at 0.5-0.7 of its peak and ends in a falling stretch (every step of
+    # the last window falls) that stays above its earlier low, 0.5: it does not settle
+    wander = np.where(t < 20, t / 20.0, 0.6 - 0.1 * np.sin(2 * np.pi * (t - 20) / 140))
+    ends = [SimpleNamespace(grad_norm=wander) for _ in "ab"]
+    gw = smoothed_curve(wander)
+    assert np.all(np.diff(gw[-26:]) < 0) and gw[-1] > gw[20:-26].min()
+    why = dt._not_settling(ends, rule, 0.5)
+    assert f"above its low of {gw[20:-26].min() / gw.max():.2f} since the peak" in why
 
 
 def test_failures_of_one_kind_are_reported_once_with_their_deltas():

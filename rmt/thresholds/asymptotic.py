@@ -360,22 +360,28 @@ LOW_OF_PEAK = 0.3
 def _not_settling(results, rule, lr) -> str:
     """Why more steps would not bring a plateau ('' when they may): a first phase that is
     still under way has a smoothed mean gradient norm that falls step after step (at least
-    ``FALLING_FRACTION`` of the steps of the last ``rule.window``), and one that has reached
+    ``FALLING_FRACTION`` of the steps of the last ``rule.window``) to below every value it had
+    between its peak and that window, and one that has reached
     its plateau ends far below its peak (at most ``LOW_OF_PEAK`` of it), flat or rising from
     its bottom; one that rises back towards its peak, or wanders at a high level (gradient
     descent oscillating at a step size it cannot settle at), will not reach a plateau by going
     on, and each further step costs ``O(t^2)``."""
     g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
     last = np.diff(g[-rule.window - 1 :])
-    if last.size and np.mean(last < 0) >= FALLING_FRACTION:
+    # the steps between the peak and the last window: a first phase under way ends below them
+    # all, while a norm that wanders has falling stretches that stay above its earlier lows
+    earlier = g[int(np.argmax(g)) if g.size else 0 : -rule.window - 1]
+    new_low = earlier.size == 0 or g[-1] < earlier.min()
+    if last.size and np.mean(last < 0) >= FALLING_FRACTION and new_low:
         return ""
     if g.size and g[-1] <= LOW_OF_PEAK * np.max(g):
         return ""
     peak = float(np.max(g)) if g.size else float("nan")
+    low = f", above its low of {earlier.min() / peak:.2f} since the peak" if not new_low else ""
     return (
         f"the smoothed mean gradient norm is not falling at the end ({g[-1] / peak:.2f} of its "
-        f"peak; it fell over {np.mean(last < 0):.0%} of the last {last.size} steps): gradient "
-        f"descent does not settle at lr = {lr:g}"
+        f"peak{low}; it fell over {np.mean(last < 0):.0%} of the last {last.size} steps): "
+        f"gradient descent does not settle at lr = {lr:g}"
     )
 
 
