@@ -12,6 +12,7 @@ import rmt
 from rmt.app.cli import main
 from rmt.experiments import phase_diagram as pd
 from rmt.experiments.store import read_table
+from rmt.thresholds.asymptotic import DMFTEvaluation
 
 #: small DMFT settings: two replicas of 500 draws, searched up to delta = 16
 SMALL = rmt.RunConfig(width=1, dmft_samples=500, dmft_replicas=2, max_delta=16.0)
@@ -160,3 +161,20 @@ def test_the_terminal_table_prints_a_shared_reason_once():
     assert lines[2].split()[1:3] == ["none", "[1]"] and lines[5].split()[1:3] == ["none", "[1]"]
     assert "2.500 ± 0.020" in lines[3] and "[2]" in lines[4]
     assert lines[6:] == ["[1] no outlier", "[2] does not settle"]
+
+
+def test_a_root_whose_margin_moves_with_the_law_draws_is_not_determined():
+    """A search that found its root with every evaluation converged, but whose margin there
+    still moved with the law's draws (``law_shift`` set, no value), is "not determined", not
+    "none"; one without that shift and with every evaluation converged found no root: "none"."""
+    ok = DMFTEvaluation(
+        delta=5.7, t1=60, margins=np.zeros(8), loo_margins=np.zeros(8), margin=0.0,
+        margin_se=0.006, hessians=(), converged=True, message="ok",
+    )  # fmt: skip
+    moving = rmt.DMFTThreshold(
+        value=np.nan, stderr=np.nan, lo=0.5, hi=64.0, converged=False,
+        message="not converged in the law's draws", evaluations={5.7: ok},
+        law_shift=-0.04, law_shift_se=0.005,
+    )  # fmt: skip
+    assert pd._status_of(moving) == "not determined"
+    assert pd._status_of(replace(moving, law_shift=np.nan)) == "none"
