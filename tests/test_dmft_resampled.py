@@ -2,7 +2,10 @@
 docs/theory.md 8.10).
 
 - Fed the solve's own draws and cavity field, the forward process (Numba kernel and numpy)
-  gives the solve's pre-activations at every step, to rounding: the same equation (D1).
+  gives the solve's pre-activations at every step, to rounding: the same equation (D1).  So do
+  the width kernels of every SIMD path, for widths 1 to 5 and draws that fill no whole chunk.
+- The draws made in blocks: the law of a step does not depend on the later steps asked with
+  it (its innovations are drawn first), whole blocks or not.
 - Fresh draws sample the same law as the solve's own: the mean curvature block and the spike
   moments agree within their Monte Carlo errors.
 """
@@ -14,12 +17,13 @@ import pytest
 
 import rmt
 import rmt.dynamics.dmft as dm
+from rmt.kernels.dispatch import TARGETS, forward_kernel
 from rmt.kernels.dmft import forward_process
 
 
-def _solve(activation, steps=30, n=300, delta=2.6):
+def _solve(activation, steps=30, n=300, delta=2.6, m=2):
     model = rmt.MultiIndexModel("phase_retrieval")
-    net = rmt.TwoLayerNet(2, activation=activation, loss="huber")
+    net = rmt.TwoLayerNet(m, activation=activation, loss="huber")
     res = rmt.dmft_gd(model, net, delta, 0.5, steps, 0.01, n_samples=n, n_test=100, rng=3)
     assert res.converged
     return model, net, res
@@ -51,6 +55,38 @@ def test_the_forward_process_of_the_solves_own_field_is_the_solve(activation):
     scale = np.abs(res.u[: t + 1]).max()
     np.testing.assert_allclose(U, res.u[: t + 1], rtol=0, atol=1e-13 * scale)
     np.testing.assert_allclose(U2, res.u[: t + 1], rtol=0, atol=1e-13 * scale)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
+def test_the_width_kernels_run_the_solves_own_field_to_the_solve(m):
+    """301 draws: no whole number of chunks (32, 16, 12 draws) for any width."""
+    model, net, res = _solve("softplus", steps=25, n=301, m=m)
+    t = res.steps - 1
+    X, Rw, M, widths = _inputs(res, net, t)
+    slot = np.full(t + 1, -1)
+    slot[[3, t]] = [0, 1]
+    scale = np.abs(res.u[: t + 1]).max()
+    for path in TARGETS:
+        rmt.kernels.dispatch._width_kernel.cache_clear()
+        U = np.full((2,) + res.u.shape[1:], np.nan)
+        forward_kernel(m, path)(net.act_code, net.loss_code, 1.0, np.asarray(net.a, float), Rw,
+                                M, res.z, res.y, X, res.lr / res.delta, widths, slot, U)  # fmt: skip
+        np.testing.assert_allclose(U, res.u[[3, t]], rtol=0, atol=1e-13 * scale, err_msg=path)
+
+
+def test_the_laws_do_not_depend_on_the_block_or_the_other_steps(monkeypatch):
+    """Draws in blocks of 100, 250 of them: the law of step 10 asked alone is the law of step 10
+    asked with step 20, to rounding (the field's triangular product in another order)."""
+    model, net, res = _solve("softplus", steps=25, n=200)
+    monkeypatch.setattr(dm, "LAW_BLOCK", 100)
+    both = dm.resampled_laws(res, model, net, [10, 20], 250, np.random.default_rng(4))
+    alone = dm.resampled_laws(res, model, net, [10], 250, np.random.default_rng(4))[10]
+    assert alone.D.shape[0] == 250
+    np.testing.assert_allclose(
+        alone.zhat, both[10].zhat, rtol=0, atol=1e-12 * np.abs(alone.zhat).max()
+    )
+    np.testing.assert_allclose(alone.D, both[10].D, rtol=0, atol=1e-12 * np.abs(alone.D).max())
+    assert not np.allclose(both[10].D, both[20].D)
 
 
 def test_fresh_draws_sample_the_law_of_the_solves_own_draws():

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import solve_triangular
+from scipy.linalg.blas import dtrmm
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -41,8 +42,8 @@ from rmt.freeprob.law import SpikeLaw
 from rmt.freeprob.mp import ConvergenceError, MPSystem
 from rmt.freeprob.outliers import RealBranch, edge_and_branch
 from rmt.freeprob.plugin import plugin_prediction
-from rmt.kernels.dispatch import response_kernel
-from rmt.kernels.dmft import PAD, forward_process
+from rmt.kernels.dispatch import forward_kernel, response_kernel
+from rmt.kernels.dmft import PAD
 from rmt.kernels.threads import adaptive_threads
 from rmt.problem.models import MultiIndexModel
 from rmt.problem.network import TwoLayerNet
@@ -1234,6 +1235,10 @@ def _law_of_nodes(z, fields, C, U, y, net, weight_decay):
     )
 
 
+#: the draws of :func:`resampled_laws` are made and run forward in blocks of this many
+LAW_BLOCK = 8192
+
+
 def resampled_laws(
     result, model, net, times, n_draws, rng, weight_decay=0.0, relu_smoothing=RELU_SMOOTHING
 ) -> dict:
@@ -1292,11 +1297,8 @@ def resampled_laws(
     b = (t + 1) * m
     C = np.ascontiguousarray(result.Q_perp[: t + 1, : t + 1].transpose(0, 2, 1, 3)).reshape(b, b)
     z = rng.standard_normal((n, k))
-    y = model.labels(z, rng)
-    # the field by the causal factor, innovations drawn step by step: the draws of steps
-    # <= s are the same whatever the last step, and change smoothly with the kernels
-    G = np.concatenate([rng.standard_normal((n, m)) for _ in range(t + 1)], axis=1)
-    X = G @ causal_factor(C, m).T
+    y = np.asarray(model.labels(z, rng), np.float64)
+    Lc = causal_factor(C, m)
     Rw = np.ascontiguousarray(result.R_w[: t + 1, : t + 1].transpose(0, 2, 1, 3)).reshape(b, b)
     widths = np.zeros((t + 1, m))
     if getattr(net, "activation", None) == "relu":
@@ -1306,19 +1308,31 @@ def resampled_laws(
     slot = np.full(t + 1, -1, dtype=np.int64)
     slot[times] = np.arange(len(times))
     U = np.empty((len(times), n, m))
+    fields = np.empty((len(times), n, m))
     c = result.lr / result.delta
     M = np.ascontiguousarray(result.M[: t + 1])
-    if isinstance(net, TwoLayerNet):
-        forward_process(
-            net.act_code, net.loss_code, float(net.huber_delta), np.asarray(net.a, np.float64),
-            Rw, M, z, np.asarray(y, np.float64), X, c, widths, slot, U,
-        )  # fmt: skip
-    else:
-        _forward_numpy(net, Rw, M, z, y, X, c, widths, slot, U)
+    # the draws in blocks of LAW_BLOCK, each from its own generator seeded from rng, the
+    # innovations of a block drawn step by step: the draws of steps <= s are the same whatever
+    # the last step, and change smoothly with the kernels; memory O(LAW_BLOCK t m)
+    seeds = rng.integers(0, 2**63, size=-(-n // LAW_BLOCK))
+    for i0, seed in zip(range(0, n, LAW_BLOCK), seeds):
+        i1 = min(i0 + LAW_BLOCK, n)
+        G = np.random.default_rng(seed).standard_normal((t + 1, i1 - i0, m))
+        G = np.ascontiguousarray(G.transpose(1, 0, 2)).reshape(i1 - i0, b)
+        # the field X = G L^T of eq. (D7) by a triangular product, in place: X^T = L G^T
+        X = dtrmm(1.0, Lc, G.T, side=0, lower=1, trans_a=0, overwrite_b=1).T
+        if isinstance(net, TwoLayerNet):
+            forward_kernel(m)(
+                net.act_code, net.loss_code, float(net.huber_delta), np.asarray(net.a, np.float64),
+                Rw, M, z[i0:i1], y[i0:i1], X, c, widths, slot, U[:, i0:i1],
+            )  # fmt: skip
+        else:
+            _forward_numpy(net, Rw, M, z[i0:i1], y[i0:i1], X, c, widths, slot, U[:, i0:i1])
+        for i, s in enumerate(times):
+            fields[i, i0:i1] = X[:, s * m : (s + 1) * m]
     laws = {}
     for i, s in enumerate(times):
-        fields = X[:, s * m : (s + 1) * m]
-        laws[s] = _law_of_nodes(z, fields, result.Q_perp[s, s], U[i], y, net, weight_decay)
+        laws[s] = _law_of_nodes(z, fields[i], result.Q_perp[s, s], U[i], y, net, weight_decay)
     return laws
 
 

@@ -73,6 +73,10 @@ TABLE = {
         "dmft.response_row8_m3", "8 lanes, 18 accumulators: faster than the 4-lane kernel"),
     ("response", "avx512", "m = 4"): (
         "dmft.response_row8_m4", "8 lanes, 16 accumulators: faster than the 4-lane kernel"),
+    # -- DMFT per-sample process forward at solved kernels: (D1) for fresh draws (8.10) ------
+    ("forward", "any", "m > 4"): ("dmft.forward_process", "the portable reference: any m"),
+    ("forward", "any", "m <= 4"): (
+        "dmft.forward_process_m{m}", "dot_rows on 4 lanes: the memory term in registers"),
 }  # fmt: skip
 
 #: kernels that take a panel budget in bytes as a fifth argument: which cache holds a panel
@@ -287,7 +291,7 @@ def hvp_kernel(m: int, columns: int | None = None, target: str | None = None, dt
 @functools.cache
 def _width_kernel(equation: str, m: int, path: str):
     """The kernel of an equation whose rows depend on the width alone (``step``, ``loss``,
-    ``response``)."""
+    ``response``, ``forward``)."""
     return _lookup(equation, path, [f"m = {m}"], m)
 
 
@@ -328,3 +332,23 @@ def response_kernel(m: int, target: str | None = None):
         ``kernel(KT, J, t, out)``, as ``rmt.kernels.dmft.response_row``.
     """
     return _width_kernel("response", int(m), resolve_target(target))
+
+
+def forward_kernel(m: int, target: str | None = None):
+    """The kernel of the per-sample process run forward at solved kernels, for width ``m``
+    (docs/theory.md eq. (D1), section 8.10).
+
+    Parameters
+    ----------
+    m : int
+        Width of the network.
+    target : str, optional
+        SIMD path; :func:`default_target` by default.
+
+    Returns
+    -------
+    callable
+        ``kernel(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out)``, as
+        ``rmt.kernels.dmft.forward_process``.
+    """
+    return _width_kernel("forward", int(m), resolve_target(target))

@@ -274,3 +274,75 @@ def forward_process(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, s
                 if slot[s] >= 0:
                     for j in range(m):
                         out[slot[s], i, j] = u[j, b]
+
+
+@njit(cache=True, inline="always")
+def _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out, ch, R,
+                   NBR, W, L):  # fmt: skip
+    """:func:`forward_process` for the draws of chunk ``ch`` (``NBR`` of them, the last chunk
+    possibly fewer) and ``m = R``: the memory term of step ``s`` by the explicit-SIMD
+    ``dot_rows`` over the chunk's ``psi^p``, ``p < s`` (rows ``p m + q``, columns the draws;
+    ``R x W`` accumulators of ``L`` lanes, ``W = NBR / L``).  Literal ``R``, ``NBR``, ``W``,
+    ``L`` as in :func:`_chunk_rows`."""
+    n, k = Z.shape
+    T = X.shape[1] // R
+    n0 = ch * NBR
+    nb = min(NBR, n - n0)
+    psi = np.zeros((T * R, NBR))
+    u = np.zeros((R, NBR))
+    for s in range(T):
+        if s > 0:
+            dot_rows(Rw[s * R : (s + 1) * R, : s * R], 0, psi[: s * R], u, R, W, L)
+        for b in range(nb):
+            i = n0 + b
+            f = 0.0
+            for j in range(R):
+                v = X[i, s * R + j] - c * u[j, b]
+                for e in range(k):
+                    v += M[s, j, e] * Z[i, e]
+                if act == 5 and widths[s, j] > 0.0:
+                    w = widths[s, j]
+                    sj = w * (max(v / w, 0.0) + math.log1p(math.exp(-abs(v / w))))
+                    dsj = 0.5 * (1.0 + math.tanh(0.5 * v / w))
+                else:
+                    sj, dsj, _ = activation(act, v)
+                f += a[j] * sj
+                psi[s * R + j, b] = a[j] * dsj
+                if slot[s] >= 0:
+                    out[slot[s], i, j] = v
+            _, dl, _ = loss(loss_code, Y[i], f, huber_delta)
+            for j in range(R):
+                psi[s * R + j, b] *= dl
+
+
+# chunks of draws for each width: R x W accumulators of 4 lanes, at most 12 of AVX2's 16
+@njit(cache=True, parallel=True)
+def forward_process_m1(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
+    """:func:`forward_process` for m = 1: chunks of 32 draws."""
+    for ch in prange(-(-Z.shape[0] // 32)):
+        _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out,
+                       ch, 1, 32, 8, 4)  # fmt: skip
+
+
+@njit(cache=True, parallel=True)
+def forward_process_m2(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
+    """:func:`forward_process` for m = 2: chunks of 16 draws."""
+    for ch in prange(-(-Z.shape[0] // 16)):
+        _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out,
+                       ch, 2, 16, 4, 4)  # fmt: skip
+
+
+@njit(cache=True, parallel=True)
+def forward_process_m3(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
+    """:func:`forward_process` for m = 3: chunks of 12 draws."""
+    for ch in prange(-(-Z.shape[0] // 12)):
+        _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out,
+                       ch, 3, 12, 3, 4)  # fmt: skip
+
+
+@njit(cache=True, parallel=True)
+def forward_process_m4(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
+    """:func:`forward_process` for m = 4: chunks of 12 draws."""
+    for ch in prange(-(-Z.shape[0] // 12)):
+        _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out,
+                       ch, 4, 12, 3, 4)  # fmt: skip
