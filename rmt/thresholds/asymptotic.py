@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import stdtrit
 
 from rmt.dynamics.descent import PlateauRule
 from rmt.dynamics.dmft import (
@@ -852,15 +852,18 @@ def _nearest(evs):
 def _law_not_converged(evs) -> str:
     """Why the margins of ``evs`` (the evaluations that give the value) still move with the
     law's draws, or ''.  For each, the mean shift ``s`` of :attr:`DMFTEvaluation.law_shifts`,
-    with its standard error ``e``, is tested against the margin's standard error ``se``: the
-    margin has not converged when ``|s| - z e > se``, ``z`` the two-sided normal quantile of
-    ``LAW_CHECK_LEVEL`` shared by the ``len(evs)`` tests (docs/theory.md 8.10)."""
-    z = float(ndtri(1.0 - LAW_CHECK_LEVEL / (2 * len(evs))))
+    with its standard error ``e`` over the ``n`` replicas, is tested against the margin's
+    standard error ``se``: the margin has not converged when ``|s| - z e > se``, ``z`` the
+    two-sided quantile of Student's t with ``n - 1`` degrees of freedom (``e`` is estimated
+    from ``n`` values) at ``LAW_CHECK_LEVEL`` shared by the ``len(evs)`` tests (docs/theory.md
+    8.10)."""
+    p = 1.0 - LAW_CHECK_LEVEL / (2 * len(evs))
     for ev in evs:
         if ev.law_shifts is None:
             continue
         shift, err = ev.law_shift
         n = int(ev.law_shifts.size)
+        z = float(stdtrit(max(n - 1, 1), p))
         if not np.isfinite(shift):
             return (
                 f"the law check failed at delta = {ev.delta:.4g}: a law of a quarter of the "
