@@ -48,15 +48,18 @@ def _failed(delta, message, replicas):
     )
 
 
-def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False):
+def _planted(fail_below=None, calls=None, pilot_shift=0.0, full=4000, log=False, batches=None):
     """A :func:`dmft_margin` whose replica ``r`` has the margin ``SLOPE (delta - ROOT) +
     OFFSETS[r]`` (with ``log``: ``SLOPE ROOT log(delta / ROOT) + OFFSETS[r]``), failing (no
     plateau) below ``fail_below``; evaluations with fewer than ``full`` draws (the pilot's)
-    have their root moved by ``pilot_shift``."""
+    have their root moved by ``pilot_shift``.  ``calls`` collects ``(delta, n_samples)``,
+    ``batches`` the ``(first_replica, replicas)`` of the evaluations with ``full`` draws."""
 
     def fake(model, net, delta, *, replicas, n_samples, rng, first_replica=0, **kwargs):
         if calls is not None:
             calls.append((delta, n_samples))
+        if batches is not None and n_samples >= full:
+            batches.append((first_replica, replicas))
         if fail_below is not None and delta < fail_below:
             return _failed(delta, "no plateau within 1200 steps", replicas)
         root = ROOT + (pilot_shift if n_samples < full else 0.0)
@@ -123,14 +126,18 @@ def test_the_search_finds_the_root_and_the_jackknife_error_of_a_planted_margin(m
 
 def test_further_replicas_bring_the_error_to_its_goal(monkeypatch):
     """With the default standard error goal (0.75% of the value), replicas are added at the
-    Newton point in batches sized by the ``R^{-1/2}`` law: the value and error are then exactly
-    those of all the replicas used, and the error meets the goal; with a cap on the
+    Newton point in batches sized by the ``R^{-1/2}`` law (at least 4, at most half the
+    replicas so far, each batch starting where the last ended): the value and error are then
+    exactly those of all the replicas used, and the error meets the goal; with a cap on the
     replicas the goal is missed and the message says so."""
-    calls = []
-    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, log=True))
+    calls, batches = [], []
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, log=True, batches=batches))
     out = rmt.dmft_delta_nn(None, None, n_samples=4000)
     R = out.replicas
     assert 8 < R < 32 and out.stderr <= dt.STDERR_RTOL * out.value
+    assert batches[0] == (0, 8) and sum(n for _, n in batches) == R
+    for (first, n), (after, _) in zip(batches[1:], batches[2:] + [(R, 0)]):
+        assert 4 <= n <= max(first // 2, 4) and after == first + n, batches
     _assert_the_planted_root(out, log=True, R=R)
     (ev,) = out.evaluations.values()
     e = OFFSETS[:R]

@@ -1011,8 +1011,10 @@ def _pooled(evs) -> DMFTEvaluation:
 def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):
     """Add replicas at the Newton evaluation's ``delta`` until the standard error of the
     Newton value is at most ``goal_rtol`` of it, or ``max_replicas`` are used: each batch
-    has the replicas that the error's ``R^{-1/2}`` law says are missing (at least
-    ``MIN_BATCH``).  Returns the pooled evaluation, the value, its standard error, the
+    has the replicas that the error's ``R^{-1/2}`` law says are missing, at least
+    ``MIN_BATCH`` and at most half the replicas so far (the error estimated from ``R``
+    replicas is itself uncertain, by about ``(2 (R - 1))^{-1/2}`` relative, so the first
+    estimates often ask for too many; docs/theory.md 8.10).  Returns the pooled evaluation, the value, its standard error, the
     interval and a note on the top-up."""
     ev, slope, slopes, r0, other = newton
     batches = [ev]
@@ -1027,7 +1029,8 @@ def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):
             )
             break
         want = int(np.ceil(total * ((se / (goal_rtol * value)) ** 2 - 1)))
-        more = evaluate_more(r0, min(max(want, MIN_BATCH), max_replicas - total), total)
+        count = min(max(want, MIN_BATCH), max(total // 2, MIN_BATCH), max_replicas - total)
+        more = evaluate_more(r0, count, total)
         if progress is not None:
             progress(more)
         if not more.sign:
