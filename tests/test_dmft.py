@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rmt
-from rmt.dynamics.dmft import CURVE_SMOOTHING, DMFTResult, dmft_gd
+from rmt.dynamics.dmft import CURVE_SMOOTHING, DMFTResult, dmft_gd, extend_replicas
 
 
 class _LinearNet:
@@ -389,6 +389,45 @@ def test_a_solve_stopped_at_its_plateau_is_the_start_of_the_full_solve():
     assert cut.theta_outlier == full.theta_outlier and cut.edge_lo == full.edge_lo
     with pytest.raises(TypeError, match="PlateauRule"):
         dmft_gd(model, net, 4.0, 0.5, 10, stop_at_plateau=True, segment=50)
+
+
+def test_replicas_continued_to_a_larger_budget_are_the_solve_of_that_budget():
+    """:func:`rmt.dynamics.dmft.extend_replicas`: replicas solved through a budget of 40 steps
+    and continued to 200 are, bit for bit, the replicas solved with 200 from the start (the
+    equations are causal and the innovations are drawn step by step), plateau stop included;
+    so are replicas whose first budget ends at the step where the rule confirms the plateau
+    (they stop at once); and without the plateau rule, a continuation from 20 to 45 steps."""
+    model = rmt.MultiIndexModel("phase_retrieval")
+    net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
+
+    def solve(steps, plateau=True, resumable=True):
+        return rmt.dmft_replicas(model, net, 4.0, 0.5, steps, replicas=2, n_samples=300,
+                                 n_test=200, rng=5, stop_at_plateau=plateau,
+                                 resumable=resumable)  # fmt: skip
+
+    def same(a, b):
+        assert a.plateau == b.plateau and a.message == b.message
+        for x, y in zip(a.results, b.results):
+            assert x.steps == y.steps
+            for name in ("train_loss", "test_loss", "grad_norm", "M", "Q", "R_psi", "R_w",
+                         "Q_perp", "xi", "u"):  # fmt: skip
+                np.testing.assert_array_equal(getattr(x, name), getattr(y, name), err_msg=name)
+
+    fresh = solve(200)
+    assert fresh.plateau is not None and not fresh.extendable
+    first = solve(40)
+    assert first.plateau is None and first.extendable and first.results[0].steps == 40
+    same(extend_replicas(first, 200), fresh)
+    at_stop = solve(fresh.results[0].steps)  # the rule confirms at its last step: no stop
+    assert at_stop.plateau is None and at_stop.extendable
+    same(extend_replicas(at_stop, 200), fresh)
+    same(extend_replicas(solve(20, plateau=False), 45), solve(45, plateau=False))
+    with pytest.raises(ValueError, match="cannot be continued"):
+        extend_replicas(solve(40, resumable=False), 200)
+    with pytest.raises(ValueError, match="cannot be continued"):
+        extend_replicas(fresh, 400)
+    with pytest.raises(ValueError, match="more than the 40 steps"):
+        extend_replicas(first, 40)
 
 
 @pytest.mark.slow

@@ -239,11 +239,21 @@ class DMFTReplicas:
 
     results: tuple
     plateau: int | None = None
+    # what extend_replicas needs: (problem, draws, states, rule) of a solve that used its
+    # whole step budget; kept only when asked for (resumable=True), since it holds the states
+    _resume: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def converged(self) -> bool:
         """Whether every replica converged."""
         return all(r.converged for r in self.results)
+
+    @property
+    def extendable(self) -> bool:
+        """Whether :func:`extend_replicas` can continue these replicas: solved with
+        ``resumable=True``, converged, and through their whole step budget (not stopped at a
+        plateau)."""
+        return self._resume is not None
 
     @property
     def message(self) -> str:
@@ -318,6 +328,7 @@ def dmft_replicas(
     relu_smoothing=RELU_SMOOTHING,
     first_replica=0,
     theta_row=False,
+    resumable=False,
 ) -> DMFTReplicas:
     """Independent replicas of :func:`dmft_gd`, for the Monte Carlo error of every curve.
 
@@ -341,6 +352,10 @@ def dmft_replicas(
         Stop every replica ``window + CURVE_SMOOTHING`` steps after the plateau of the *mean*
         curves (:func:`plateau_of_curves`; ``segment``, an :class:`rmt.PlateauRule`), so that
         all share one ``t1``.
+    resumable : bool
+        Keep the solver's state, so that replicas that use their whole step budget can be
+        continued by :func:`extend_replicas` (it holds the responses and Jacobians of every
+        step: about twice the memory of the results).
 
     Returns
     -------
@@ -381,8 +396,61 @@ def dmft_replicas(
     seeds = [np.random.SeedSequence(int(rng), spawn_key=(first + r,)) for r in range(replicas)]
     draws = [_draws(prob, n_test, np.random.default_rng(sq)) for sq in seeds]
     rule = _plateau_rule(segment) if stop_at_plateau else None
-    results, plateau = _solve_replicas(prob, draws, progress, rule)
-    return DMFTReplicas(tuple(results), plateau)
+    return _replicas(prob, draws, progress, rule, resumable)
+
+
+def _replicas(prob, draws, progress, rule, resumable, states=None, start=0) -> DMFTReplicas:
+    results, plateau, prob, states = _solve_replicas(prob, draws, progress, rule, states, start)
+    whole = all(r.converged for r in results) and plateau is None
+    resume = (prob, draws, states, rule) if resumable and whole else None
+    return DMFTReplicas(tuple(results), plateau, resume)
+
+
+def extend_replicas(reps, steps, progress=False) -> DMFTReplicas:
+    """Continue replicas that used their whole step budget, to a budget of ``steps`` steps.
+
+    The solve is causal and draws the innovations of its field step by step (docs/theory.md
+    eq. (D7)), so the result is that of :func:`dmft_replicas` called with ``steps`` from the
+    start, to rounding, without solving the first steps again (they cost ``(T_0 / T)^3`` of
+    the whole).  With ``stop_at_plateau`` the plateau rule reads the mean curves from step 0,
+    and stops the replicas at once when it confirms a plateau at the last step solved.
+
+    Parameters
+    ----------
+    reps : DMFTReplicas
+        Replicas with :attr:`DMFTReplicas.extendable` (solved with ``resumable=True``).
+    steps : int
+        The new step budget, more than the steps solved.
+    progress : bool
+        A tqdm bar over the new steps.
+
+    Returns
+    -------
+    DMFTReplicas
+        Extendable again when the new budget, too, is used to its end.
+
+    Raises
+    ------
+    TypeError
+        For ``reps`` of another type.
+    ValueError
+        For replicas that cannot be continued, or ``steps`` not more than those solved.
+    """
+    if not isinstance(reps, DMFTReplicas):
+        raise TypeError(f"reps must be an rmt.DMFTReplicas; got {type(reps).__name__}")
+    if not reps.extendable:
+        raise ValueError(
+            "these replicas cannot be continued: only replicas solved with resumable=True that "
+            "converged through their whole step budget keep what that needs"
+        )
+    prob, draws, states, rule = reps._resume
+    steps = check_positive_int(steps, "steps")
+    if steps <= prob.T:
+        raise ValueError(f"steps must be more than the {prob.T} steps solved; got {steps}")
+    big = dataclasses.replace(prob, T=steps)
+    _check_memory(big, len(states))
+    grown = [_grown(prob, st, steps) for st in states]
+    return _replicas(big, draws, progress, rule, True, grown, prob.T)
 
 
 def check_seed(rng) -> None:
@@ -728,26 +796,43 @@ def _solve(prob, draws, progress=False, rule=None) -> DMFTResult:
     return _solve_replicas(prob, [draws], progress, rule)[0][0]
 
 
-def _solve_replicas(prob, draws, progress=False, rule=None):
+def _solve_replicas(prob, draws, progress=False, rule=None, states=None, start=0):
     """Solve independent replicas (one per entry of ``draws``) step by step in lockstep.
 
     With ``rule`` (an :class:`rmt.PlateauRule`) the mean of the replicas' curves, smoothed as
     in :func:`plateau_of_curves`, is fed to the online plateau rule, and every replica stops
     ``window + CURVE_SMOOTHING`` steps after the plateau of that mean: one ``t1`` for all of
-    them.  A replica that fails stops the others at that step.  Returns the results and that
-    plateau (None without one)."""
-    states = [_State.empty(prob) for _ in draws]
+    them.  A replica that fails stops the others at that step.  ``states`` and ``start``: go on
+    from states that hold the first ``start`` steps (the rule is fed their curves first).
+    Returns the results, that plateau (None without one), the problem and the states."""
+    if states is None:
+        states = [_State.empty(prob) for _ in draws]
     message, ok = "converged: causal sweep over the time grid", True
     seg, plateau, h = None, None, CURVE_SMOOTHING
     if rule is not None:  # the online plateau rule of gradient descent, fed the mean DMFT curves
         curves = np.full((3, prob.T), np.nan)  # train loss, gradient norm, overlap
         smooth = np.full((3, prob.T), np.nan)  # their moving averages, h steps behind
         seg = PhaseSegmenter(smooth[0], smooth[1], smooth[2], rule, ESCAPE_OVERLAP)
+
+    def confirmed(t):  # feed the rule step t; True when the replicas stop after it
+        curves[:, t] = np.mean([_curve_point(prob, st, t) for st in states], axis=0)
+        if t < h:
+            return False
+        s = t - h
+        smooth[:, s] = [smoothed_curve(c[: t + 1])[s] for c in curves]
+        return seg.push(s) is not None and t + 1 < prob.T
+
+    stop = None
+    if seg is not None:
+        stop = next((t for t in range(start) if confirmed(t)), None)
     # BLAS on one thread: its products here are small, and its threads, spinning after each
     # call, would compete with the parallel response kernel that follows
-    bar = tqdm(total=prob.T, disable=not progress_enabled(progress), desc="DMFT steps", leave=False)
+    bar = tqdm(
+        total=prob.T - start, disable=not progress_enabled(progress), desc="DMFT steps",
+        leave=False,
+    )  # fmt: skip
     with threadpool_limits(limits=1, user_api="blas"), bar, np.errstate(**_QUIET):
-        for t in range(prob.T):
+        for t in range(start, prob.T if stop is None else start):
             try:
                 for dr, st in zip(draws, states):
                     _n_side_step(prob, dr, st, t)
@@ -757,24 +842,19 @@ def _solve_replicas(prob, draws, progress=False, rule=None):
             for dr, st in zip(draws, states):
                 _d_side_step(prob, dr, st, t)
             bar.update(1)
-            if seg is not None:
-                curves[:, t] = np.mean([_curve_point(prob, st, t) for st in states], axis=0)
-                if t < h:
-                    continue
-                s = t - h
-                smooth[:, s] = [smoothed_curve(c[: t + 1])[s] for c in curves]
-                if seg.push(s) is not None and t + 1 < prob.T:
-                    plateau = seg.plateau
-                    message += (
-                        f"; stopped after step {t}, {t - plateau} steps after the plateau "
-                        f"at {plateau}"
-                    )
-                    cut = [_truncated(prob, st, t + 1) for st in states]
-                    prob, states = cut[0][0], [c[1] for c in cut]
-                    break
+            if seg is not None and confirmed(t):
+                stop = t
+                break
+    if stop is not None:
+        plateau = seg.plateau
+        message += (
+            f"; stopped after step {stop}, {stop - plateau} steps after the plateau at {plateau}"
+        )
+        cut = [_truncated(prob, st, stop + 1) for st in states]
+        prob, states = cut[0][0], [c[1] for c in cut]
     with np.errstate(**_QUIET):
         results = [_result(prob, dr, st, ok, message) for dr, st in zip(draws, states)]
-    return results, plateau
+    return results, plateau, prob, states
 
 
 def _curve_point(prob, st, t):
@@ -814,6 +894,24 @@ def _truncated(prob, st, T):
         cut.Rz = np.ascontiguousarray(st.Rz[:T, :T])
         cut.Czf = np.ascontiguousarray(st.Czf[:a, :a])
     return dataclasses.replace(prob, T=T), cut
+
+
+def _grown(prob, st, T):
+    """A state of a solve of ``T`` steps that holds the ``prob.T`` steps of ``st`` (the later
+    steps' entries as :meth:`_State.empty` leaves them)."""
+    new = _State.empty(dataclasses.replace(prob, T=T))
+    T0, m = prob.T, prob.m
+    a, b = T0 * m, (T0 + 1) * m
+    new.M[: T0 + 1], new.Phi[: T0 + 1] = st.M, st.Phi
+    new.Qp[: T0 + 1, : T0 + 1] = st.Qp
+    new.Rw[:b, :b], new.KT[:b, :b], new.L[:b, :b] = st.Rw, st.KT, st.L
+    new.active[:b] = st.active
+    new.Cf[:a, :a], new.R[:T0, :T0], new.J[:T0] = st.Cf, st.R, st.J
+    new.P[:, :a], new.G[:, :a] = st.P, st.G
+    new.loss[:T0], new.xi[:T0], new.u[:T0] = st.loss, st.xi, st.u
+    if st.Rz is not None:
+        new.Rz[:T0, :T0], new.Czf[:a, :a] = st.Rz, st.Czf
+    return new
 
 
 def _blocks(flat, m):

@@ -24,6 +24,7 @@ from rmt.dynamics.dmft import (
     RELU_SMOOTHING,
     check_seed,
     dmft_replicas,
+    extend_replicas,
     hessian_at_step,
     plateau_of_curves,
     resampled_laws,
@@ -245,7 +246,8 @@ def dmft_margin(
         Seed of the replicas' draws: the same draws at every ``delta``.
     steps, max_steps : int
         The first step budget, and the most it grows to (doubling) while the mean curves
-        have no confirmed plateau.
+        have no confirmed plateau; a solve is continued to the larger budget
+        (:func:`rmt.dynamics.dmft.extend_replicas`), not solved again.
     lr, init_scale, weight_decay
         As in :func:`rmt.gradient_descent`.
     rule : rmt.PlateauRule, optional
@@ -315,13 +317,18 @@ def dmft_margin(
             message=message,
         )
 
+    reps = None
     while True:
-        reps = dmft_replicas(
-            model, net, delta, lr, steps, init_scale, replicas=replicas,
-            weight_decay=weight_decay, n_samples=n_samples, n_test=N_TEST, rng=rng,
-            progress=progress, stop_at_plateau=True, segment=rule, relu_smoothing=relu_smoothing,
-            first_replica=first,
-        )  # fmt: skip
+        if reps is not None and reps.extendable:
+            # the same solve with the larger budget, its first steps not solved again
+            reps = extend_replicas(reps, steps, progress)
+        else:
+            reps = dmft_replicas(
+                model, net, delta, lr, steps, init_scale, replicas=replicas,
+                weight_decay=weight_decay, n_samples=n_samples, n_test=N_TEST, rng=rng,
+                progress=progress, stop_at_plateau=True, segment=rule,
+                relu_smoothing=relu_smoothing, first_replica=first, resumable=True,
+            )  # fmt: skip
         if not reps.converged:
             return failed(
                 f"gradient descent diverges at lr = {lr:g} in the d -> inf limit (the DMFT "
