@@ -409,9 +409,10 @@ def test_the_law_check_flags_a_margin_shift_larger_than_its_error(monkeypatch):
     """Planted law shifts at the Newton evaluation: the result has no value exactly when the
     mean shift ``s`` (standard error ``e`` over the replicas) has ``|s| - z e`` above the
     margin's standard error, ``z`` the two-sided quantile of Student's t with 7 degrees of
-    freedom (8 replicas) at ``LAW_CHECK_LEVEL``."""
+    freedom (8 replicas) at ``LAW_CHECK_LEVEL`` = 0.05."""
     spread = np.array([0.002, -0.001, 0.0, 0.001, -0.002, 0.0015, -0.0005, -0.001])  # mean 0
-    z = 5.407882520861828  # the 1 - 0.0005 quantile of t(7) (tables: 5.408)
+    assert dt.LAW_CHECK_LEVEL == 0.05
+    z = 2.3646242515927849  # the 0.975 quantile of t(7) (tables: 2.365)
     se_margin = OFFSETS[:8].std(ddof=1) / np.sqrt(8)  # the jackknife of a mean
     e = spread.std(ddof=1) / np.sqrt(8)
     for mean, flagged in [(se_margin + z * e - 1e-7, False), (se_margin + z * e + 1e-7, True)]:
@@ -435,8 +436,8 @@ def test_a_square_loss_margin_moves_with_the_law_draws_and_a_huber_one_does_not(
     """softplus, m = 2, phase retrieval, at each loss's root: with the square loss the
     learning margin falls when the law's draws go from 5000 to 20 000 (the left edge of the
     law is set by rare draws: large labels with a preactivation near 0), and the law check of
-    16 replicas says so (a shift of about 0.03 against the margin's error plus 4.1 times the
-    shift's, about 0.025; with 8 replicas about 0.05, where the check has little power).
+    16 replicas says so (a shift of about 0.03 against the margin's error plus 2.1 times the
+    shift's).
     Independently, the left edge of one replica's law from 320 000 draws lies below the mean
     edge of its 16 parts of 20 000 draws by more than 3 standard errors of that mean.  With
     the Huber loss the margin and the edge (80 000 draws against 4 parts) stay within their

@@ -67,9 +67,10 @@ class DMFTEvaluation:
         (docs/theory.md 8.10); NaN when ``converged`` is False.
     law_shifts : numpy.ndarray or None
         Each replica's learning margin at the plateau step nearest ``vertex`` from its law of
-        ``law_draws`` draws, less the margin from the first ``law_draws // LAW_CHECK_FACTOR``
-        of them (``dmft_margin(law_check=True)``; None otherwise): how far the margin still
-        moves with the law's draws (docs/theory.md 8.10, "The law's draws").
+        ``law_draws`` draws, less the mean of the margins from its ``LAW_CHECK_FACTOR``
+        disjoint parts of ``law_draws // LAW_CHECK_FACTOR`` draws
+        (``dmft_margin(law_check=True)``; None otherwise): how far the margin still moves
+        with the law's draws (docs/theory.md 8.10, "The law's draws").
     """
 
     delta: float
@@ -178,11 +179,13 @@ LAW_DRAWS = 20_000
 LAW_STREAM = 7
 
 #: the law check of :func:`dmft_margin` compares the margin from ``law_draws`` draws with the
-#: margin from the first ``law_draws // LAW_CHECK_FACTOR`` of them
+#: mean margin of its ``LAW_CHECK_FACTOR`` disjoint parts
 LAW_CHECK_FACTOR = 4
-#: the two-sided level of :func:`dmft_delta_nn`'s test that the margin no longer moves with the
-#: law's draws, shared by the evaluations it tests (Bonferroni)
-LAW_CHECK_LEVEL = 1e-3
+#: the two-sided level of :func:`dmft_delta_nn`'s test that the margin's bias from the law's
+#: draws is within its error, shared by the evaluations it tests (Bonferroni): the chance of
+#: withholding a value whose bias is at most its error.  A bias beyond the error, printed as a
+#: value, is the worse mistake, so the level is not small (docs/theory.md 8.10)
+LAW_CHECK_LEVEL = 0.05
 
 #: test draws of the solves of :func:`dmft_margin`: the test loss enters neither the plateau
 #: rule nor the Hessian, so few are kept
@@ -264,8 +267,8 @@ def dmft_margin(
         The index of the first replica (its seeds): a call with ``first_replica = R``
         extends one of ``R`` replicas with new, independent ones.
     law_check : bool
-        Also read each replica's margin from the first ``law_draws // LAW_CHECK_FACTOR`` of its
-        law's draws, at the plateau step nearest the vertex: ``law_shifts`` of the result
+        Also read each replica's margin from each of the ``LAW_CHECK_FACTOR`` disjoint parts of
+        its law's draws, at the plateau step nearest the vertex: ``law_shifts`` of the result
         (needs ``law_draws``).
 
     Returns
@@ -466,17 +469,22 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_c
 
 
 def _law_shift(result, net, t, weight_decay, law, hessian) -> float:
-    """The learning margin of ``hessian`` (from ``law``) less the margin from the first
-    ``N // LAW_CHECK_FACTOR`` draws of ``law``; NaN when that smaller law gives none."""
+    """The learning margin of ``hessian`` (from ``law``) less the mean margin of the
+    ``LAW_CHECK_FACTOR`` disjoint parts of ``N // LAW_CHECK_FACTOR`` draws of ``law`` (the
+    mean of the parts has the bias of one part and half the spread of one part's margin);
+    NaN when a part gives none."""
     n = law.zhat.shape[0] // LAW_CHECK_FACTOR
-    first = SpikeLaw(
-        law.zhat[:n], law.D[:n], None, law.theta_dims, shift=law.shift, kind=law.kind,
-        unbounded_reason=law.unbounded_reason,
-    )  # fmt: skip
-    coarse = hessian_at_step(result, net, t, "mean curves", weight_decay, law=first)
-    if not coarse.converged:
-        return float("nan")
-    return float(hessian.learning_margin - coarse.learning_margin)
+    coarse = []
+    for i in range(LAW_CHECK_FACTOR):
+        part = SpikeLaw(
+            law.zhat[i * n : (i + 1) * n], law.D[i * n : (i + 1) * n], None, law.theta_dims,
+            shift=law.shift, kind=law.kind, unbounded_reason=law.unbounded_reason,
+        )  # fmt: skip
+        h = hessian_at_step(result, net, t, "mean curves", weight_decay, law=part)
+        if not h.converged:
+            return float("nan")
+        coarse.append(h.learning_margin)
+    return float(hessian.learning_margin - np.mean(coarse))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -512,9 +520,10 @@ class DMFTThreshold:
         positive semidefinite at every ``W``: ``TwoLayerNet.hessian_is_psd``); then nothing
         was solved and ``message`` says why.
     law_shift, law_shift_se : float
-        At the evaluation nearest the root: the mean change of the learning margin from a
-        quarter of the law's draws to all of them, and its standard error
-        (:attr:`DMFTEvaluation.law_shifts`); NaN when not computed.  A change significantly
+        At the evaluation nearest the root: the mean change of the learning margin from
+        laws of a quarter of the draws (the mean over the four disjoint quarters) to all of
+        them, and its standard error (:attr:`DMFTEvaluation.law_shifts`); NaN when not
+        computed.  A change significantly
         larger than the margin's standard error makes the result ``converged = False``.
     """
 
@@ -725,7 +734,7 @@ def dmft_delta_nn(
         ``converged`` is False, with the reason and every evaluation, when no sign change was
         bracketed in ``[lo, hi]``, an evaluation failed where the search needed it,
         ``max_evals`` ran out, or the margin where the value is read still moves with the
-        number of the law's draws (``law_shift``: a change from a quarter of ``law_draws`` to
+        number of the law's draws (``law_shift``: a change from parts of a quarter of ``law_draws`` to
         all of them that a test at level ``LAW_CHECK_LEVEL`` finds larger than the margin's
         standard error); ``value`` and ``stderr`` are then NaN.  A network whose Hessian
         is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU with a convex
@@ -879,7 +888,7 @@ def _law_not_converged(evs) -> str:
         if abs(shift) - z * err > ev.margin_se:
             return (
                 f"not converged in the law's draws: at delta = {ev.delta:.4g} the learning "
-                f"margin moves by {shift:+.3g} +- {err:.2g} ({n} replicas) from a quarter of "
+                f"margin moves by {shift:+.3g} +- {err:.2g} ({n} replicas) from quarters of "
                 f"the law's draws to all of them, against its standard error "
                 f"{ev.margin_se:.2g}: the left edge of the Hessian's law at W1 is set by rare "
                 "draws that the law does not resolve (docs/theory.md 8.10)"
