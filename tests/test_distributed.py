@@ -196,3 +196,25 @@ def test_local_workers_start_numba_with_one_thread():
     """``scheduler="local"`` sets ``NUMBA_NUM_THREADS=1`` before a worker imports Numba, so
     that a kernel compiled in a worker (a cold cache) finds the count it started with."""
     assert run_tasks(numba_threads_task, [(0,), (1,)], "local") == [(1, "1"), (1, "1")]
+
+
+def test_a_local_cluster_leaves_this_process_able_to_compile():
+    """The Nanny of a local cluster sets ``NUMBA_NUM_THREADS`` in the parent's environment
+    before it spawns a worker; ``scheduler="local"`` puts the parent's value back, so that a
+    kernel compiled in this process afterwards (a cold cache) does not find a thread count
+    other than the one its threads were launched with."""
+    import numba
+
+    before = os.environ.get("NUMBA_NUM_THREADS")
+    numba.njit(parallel=True)(lambda x: x + 1)(np.zeros(4))  # threads launched here
+    assert run_tasks(numba_threads_task, [(0,)], "local") == [(1, "1")]
+    assert os.environ.get("NUMBA_NUM_THREADS") == before
+
+    @numba.njit(parallel=True)
+    def fresh(x):  # compiled only now, after the cluster
+        s = 0.0
+        for i in numba.prange(x.size):
+            s += x[i]
+        return s
+
+    assert fresh(np.arange(5.0)) == 10.0

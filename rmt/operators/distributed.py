@@ -207,6 +207,14 @@ def _run_on_client(client, func, tasks, on_result, retries, bar):
     return results, failures
 
 
+def _restore_environ(name, value) -> None:
+    """Set ``os.environ[name]`` back to ``value`` (removed when ``value`` is None)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 @contextlib.contextmanager
 def connect(scheduler, n_workers=None):
     """Yield a ``distributed.Client`` for ``scheduler`` ("local", an address, or a Client).
@@ -228,17 +236,26 @@ def connect(scheduler, n_workers=None):
 
         # NUMBA_NUM_THREADS=1 before each worker process starts: a worker imports Numba before
         # a Nanny's ``env`` is applied, and a Numba compiling with a thread count that differs
-        # from the one it read at import fails
+        # from the one it read at import fails.  The Nanny sets it in *this* process's
+        # environment before spawning, so it is put back here: else every later compile in this
+        # process would read 1 against the count its threads were launched with, and fail
         spawn = {**dask.config.get("distributed.nanny.pre-spawn-environ"), "NUMBA_NUM_THREADS": 1}
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
-            cluster = distributed.LocalCluster(
-                n_workers=n_workers or os.cpu_count() or 2,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",  # any free port: None still binds 8787 for its server
-            )
-        with cluster, distributed.Client(cluster) as client:
-            yield client
+        before = os.environ.get("NUMBA_NUM_THREADS")
+        try:
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn}):
+                cluster = distributed.LocalCluster(
+                    n_workers=n_workers or os.cpu_count() or 2,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",  # any free port: None still binds 8787 for it
+                )
+        finally:
+            _restore_environ("NUMBA_NUM_THREADS", before)
+        try:
+            with cluster, distributed.Client(cluster) as client:
+                yield client
+        finally:  # a worker restarted by its Nanny sets it again
+            _restore_environ("NUMBA_NUM_THREADS", before)
         return
     with distributed.Client(scheduler) as client:
         yield client
