@@ -208,6 +208,17 @@ def response_row8_m4(KT, J, t, out):
 NB_FORWARD = 8
 
 
+@njit(cache=True, inline="always")
+def _forward_activation(act, v, w):
+    """``(sigma(v), sigma'(v))`` in the forward process: the smoothed ReLU
+    ``w softplus(v / w)`` for ``act`` 5 with a width ``w > 0``, else the activation ``act``."""
+    if act == 5 and w > 0.0:
+        sj = w * (max(v / w, 0.0) + math.log1p(math.exp(-abs(v / w))))
+        return sj, 0.5 * (1.0 + math.tanh(0.5 * v / w))
+    sj, dsj, _ = activation(act, v)
+    return sj, dsj
+
+
 @njit(cache=True, parallel=True, fastmath={"contract"})
 def forward_process(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out):
     """Fresh draws of the per-sample process (D1) at given kernels, forward in time.
@@ -260,12 +271,7 @@ def forward_process(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, s
                     for e in range(k):
                         v += M[s, j, e] * Z[i, e]
                     u[j, b] = v
-                    if act == 5 and widths[s, j] > 0.0:
-                        w = widths[s, j]
-                        sj = w * (max(v / w, 0.0) + math.log1p(math.exp(-abs(v / w))))
-                        dsj = 0.5 * (1.0 + math.tanh(0.5 * v / w))
-                    else:
-                        sj, dsj, _ = activation(act, v)
+                    sj, dsj = _forward_activation(act, v, widths[s, j])
                     f += a[j] * sj
                     psi[s, j, b] = a[j] * dsj
                 _, dl, _ = loss(loss_code, Y[i], f, huber_delta)
@@ -300,12 +306,7 @@ def _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, sl
                 v = X[i, s * R + j] - c * u[j, b]
                 for e in range(k):
                     v += M[s, j, e] * Z[i, e]
-                if act == 5 and widths[s, j] > 0.0:
-                    w = widths[s, j]
-                    sj = w * (max(v / w, 0.0) + math.log1p(math.exp(-abs(v / w))))
-                    dsj = 0.5 * (1.0 + math.tanh(0.5 * v / w))
-                else:
-                    sj, dsj, _ = activation(act, v)
+                sj, dsj = _forward_activation(act, v, widths[s, j])
                 f += a[j] * sj
                 psi[s * R + j, b] = a[j] * dsj
                 if slot[s] >= 0:
