@@ -523,8 +523,8 @@ class DMFTThreshold:
         At the evaluation nearest the root: the mean change of the learning margin from
         laws of a quarter of the draws (the mean over the four disjoint quarters) to all of
         them, and its standard error (:attr:`DMFTEvaluation.law_shifts`); NaN when not
-        computed.  A change significantly
-        larger than the margin's standard error makes the result ``converged = False``.
+        computed.  A change significantly larger than the margin's standard error makes the
+        result ``converged = False``.
     """
 
     value: float
@@ -734,11 +734,11 @@ def dmft_delta_nn(
         ``converged`` is False, with the reason and every evaluation, when no sign change was
         bracketed in ``[lo, hi]``, an evaluation failed where the search needed it,
         ``max_evals`` ran out, or the margin where the value is read still moves with the
-        number of the law's draws (``law_shift``: a change from parts of a quarter of ``law_draws`` to
-        all of them that a test at level ``LAW_CHECK_LEVEL`` finds larger than the margin's
-        standard error); ``value`` and ``stderr`` are then NaN.  A network whose Hessian
-        is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU with a convex
-        loss) is answered without a solve: ``no_transition`` is True.
+        number of the law's draws (``law_shift``: a change from parts of a quarter of
+        ``law_draws`` to all of them that a test at level ``LAW_CHECK_LEVEL`` finds larger
+        than the margin's standard error); ``value`` and ``stderr`` are then NaN.  A network
+        whose Hessian is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU
+        with a convex loss) is answered without a solve: ``no_transition`` is True.
 
     Raises
     ------
@@ -1030,8 +1030,8 @@ def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):
     has the replicas that the error's ``R^{-1/2}`` law says are missing, at least
     ``MIN_BATCH`` and at most half the replicas so far (the error estimated from ``R``
     replicas is itself uncertain, by about ``(2 (R - 1))^{-1/2}`` relative, so the first
-    estimates often ask for too many; docs/theory.md 8.10).  Returns the pooled evaluation, the value, its standard error, the
-    interval and a note on the top-up."""
+    estimates often ask for too many; docs/theory.md 8.10).  Returns the pooled evaluation,
+    the value, its standard error, the interval and a note on the top-up."""
     ev, slope, slopes, r0, other = newton
     batches = [ev]
     value, se, a, b = _newton_value(ev, slope, slopes, r0, other)
