@@ -94,3 +94,28 @@ def test_progress_bar_changes_nothing_but_stderr(capsys):
     assert "DMFT steps" in capsys.readouterr().err
     np.testing.assert_array_equal(quiet.train_loss, shown.train_loss)
     np.testing.assert_array_equal(quiet.R_psi, shown.R_psi)
+
+
+def test_the_semidefinite_cholesky_factors_exactly_and_its_rows_do_not_depend_on_the_size():
+    """:func:`rmt.kernels.dmft.semidefinite_cholesky` against LAPACK's Cholesky on a positive
+    definite covariance (to 1e-12); on a rank-deficient one (rank 7 of 12, m = 2) it keeps 7
+    pivots and ``L L^T = C`` to 1e-12; and the factor of a leading block is the leading block
+    of the factor, bit for bit (the law's field of a step does not depend on later steps)."""
+    from rmt.dynamics.dmft import PIVOT_RTOL
+    from rmt.kernels.dmft import semidefinite_cholesky
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((40, 50))
+    C = A @ A.T / 50
+    L = np.zeros_like(C)
+    semidefinite_cholesky(C, 2, PIVOT_RTOL, L)
+    np.testing.assert_allclose(L, np.linalg.cholesky(C), rtol=0, atol=1e-12)
+    head = np.zeros((18, 18))
+    semidefinite_cholesky(np.ascontiguousarray(C[:18, :18]), 2, PIVOT_RTOL, head)
+    np.testing.assert_array_equal(head, L[:18, :18])
+    B = rng.standard_normal((12, 7))
+    S = B @ B.T
+    Ls = np.zeros_like(S)
+    semidefinite_cholesky(S, 2, PIVOT_RTOL, Ls)
+    assert np.count_nonzero(np.diag(Ls)) == 7
+    np.testing.assert_allclose(Ls @ Ls.T, S, rtol=0, atol=1e-12 * np.abs(S).max())

@@ -43,7 +43,7 @@ from rmt.freeprob.mp import ConvergenceError, MPSystem
 from rmt.freeprob.outliers import RealBranch, edge_and_branch
 from rmt.freeprob.plugin import plugin_prediction
 from rmt.kernels.dispatch import forward_kernel, response_kernel
-from rmt.kernels.dmft import PAD
+from rmt.kernels.dmft import PAD, semidefinite_cholesky
 from rmt.kernels.threads import adaptive_threads
 from rmt.problem.models import MultiIndexModel
 from rmt.problem.network import TwoLayerNet
@@ -1437,8 +1437,10 @@ def resampled_laws(
 def causal_factor(C, m) -> np.ndarray:
     """The causal factor of the covariance of a field over steps (docs/theory.md eq. (D7)).
 
-    The semidefinite Cholesky of :func:`_factor_row`: a pivot below ``PIVOT_RTOL`` times the
-    largest variance of its step is set to 0 with its column.
+    The semidefinite Cholesky of :func:`_factor_row` (a pivot below ``PIVOT_RTOL`` times the
+    largest variance of its step is set to 0 with its column), row by row
+    (:func:`rmt.kernels.dmft.semidefinite_cholesky`): the rows of the first steps do not
+    depend, to the last bit, on how many steps are factored.
 
     Parameters
     ----------
@@ -1453,14 +1455,9 @@ def causal_factor(C, m) -> np.ndarray:
         The lower-triangular ``L`` with ``L L^T = C`` (up to the dropped pivots).  ``L`` is
         causal: row block ``s`` uses the innovations of steps ``<= s`` only.
     """
-    b = C.shape[0]
-    L = np.zeros((b, b))
-    for j in range(b):
-        s = j // m
-        scale = max(float(np.max(np.diag(C)[s * m : (s + 1) * m])), 0.0)
-        v = C[j:, j] - L[j:, :j] @ L[j, :j]
-        if scale > 0.0 and v[0] > PIVOT_RTOL * scale:
-            L[j:, j] = v / np.sqrt(v[0])
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    L = np.zeros_like(C)
+    semidefinite_cholesky(C, int(m), PIVOT_RTOL, L)
     return L
 
 

@@ -347,3 +347,35 @@ def forward_process_m4(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths
     for ch in prange(-(-Z.shape[0] // 12)):
         _forward_chunk(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths, slot, out,
                        ch, 4, 12, 3, 4)  # fmt: skip
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def semidefinite_cholesky(C, m, rtol, L):
+    """The lower-triangular ``L`` with ``L L^T = C`` for a positive semidefinite ``C``, row
+    by row, in place (docs/theory.md 8.6, eq. (D7)).
+
+    ``C`` is the covariance of a field over steps, ``m`` coordinates a step.  A pivot below
+    ``rtol`` times the largest variance of its step is set to 0 and its column takes no part
+    in later rows.  Row ``i`` reads only ``C[i, :i + 1]`` and the rows before it, each entry a
+    dot product in a fixed order, so the rows of a step are the same, to the last bit,
+    whatever the number of steps factored (the dots may be vectorised: their order depends
+    on their length only).  ``L`` (``b x b``, zero) is overwritten.
+    """
+    b = C.shape[0]
+    active = np.zeros(b, dtype=np.bool_)
+    for i in range(b):
+        s = i // m
+        scale = 0.0
+        for j in range(s * m, min((s + 1) * m, b)):
+            scale = max(scale, C[j, j])
+        for j in range(i):
+            if active[j]:
+                acc = C[i, j]
+                for k in range(j):
+                    acc -= L[i, k] * L[j, k]
+                L[i, j] = acc / L[j, j]
+        piv = C[i, i]
+        for k in range(i):
+            piv -= L[i, k] * L[i, k]
+        active[i] = scale > 0.0 and piv > rtol * scale
+        L[i, i] = math.sqrt(piv) if active[i] else 0.0
