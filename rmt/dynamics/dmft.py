@@ -882,13 +882,13 @@ def _truncated(prob, st, T):
         R=np.ascontiguousarray(st.R[:T, :T]),
         KT=np.ascontiguousarray(st.KT[:b, :b]),
         J=st.J[:T],
-        P=st.P[:, :a],
+        P=st.P[:a],
         loss=st.loss[:T],
         xi=st.xi[:T],
         u=st.u[:T],
         L=np.ascontiguousarray(st.L[:b, :b]),
         active=st.active[:b],
-        G=st.G[:, :a],
+        G=st.G[:a],
     )
     if st.Rz is not None:
         cut.Rz = np.ascontiguousarray(st.Rz[:T, :T])
@@ -907,7 +907,7 @@ def _grown(prob, st, T):
     new.Rw[:b, :b], new.KT[:b, :b], new.L[:b, :b] = st.Rw, st.KT, st.L
     new.active[:b] = st.active
     new.Cf[:a, :a], new.R[:T0, :T0], new.J[:T0] = st.Cf, st.R, st.J
-    new.P[:, :a], new.G[:, :a] = st.P, st.G
+    new.P[:a], new.G[:a] = st.P, st.G
     new.loss[:T0], new.xi[:T0], new.u[:T0] = st.loss, st.xi, st.u
     if st.Rz is not None:
         new.Rz[:T0, :T0], new.Czf[:a, :a] = st.Rz, st.Czf
@@ -931,13 +931,13 @@ class _State:
     R: np.ndarray  # (T, T, m, m)
     KT: np.ndarray  # ((T+1) m, (T+1) m) = (lr/delta) Rw^T: row p m + k, column q m + j
     J: np.ndarray  # (T, m, m, N padded to a multiple of PAD): J[s, :, :, n] = d psi_n^s / d u
-    P: np.ndarray  # (N, T m): psi^s in columns s m .. s m + m - 1
+    P: np.ndarray  # (T m, N): psi^s in rows s m .. s m + m - 1 (a step's prefix is contiguous)
     loss: np.ndarray
     xi: np.ndarray  # (T, N, m): the cavity field xi^s (the Gaussian process of (D1))
     u: np.ndarray  # (T, N, m): the pre-activations u^s, self-term included
     L: np.ndarray  # ((T+1) m, (T+1) m): lower-triangular, L L^T = Q_perp (flat), eq. (D7)
     active: np.ndarray  # ((T+1) m,): the columns of L with a nonzero pivot
-    G: np.ndarray  # (N, T m): the innovations g^s of the field, columns s m .. s m + m - 1
+    G: np.ndarray  # (T m, N): the innovations g^s of the field, rows s m .. s m + m - 1
     Rz: np.ndarray = None  # (T, T, m, m): R_z(t, s) = E[z^2 d psi^t / d eta^s] (theta_row)
     Czf: np.ndarray = None  # (T m, T m), flat: C_z(t, s) = E[z^2 psi^t psi^sT] (theta_row)
 
@@ -951,7 +951,7 @@ class _State:
 
     def psi(self, s):
         m = self.Phi.shape[1]
-        return self.P[:, s * m : (s + 1) * m]
+        return self.P[s * m : (s + 1) * m].T
 
     @classmethod
     def empty(cls, prob):
@@ -973,13 +973,13 @@ class _State:
             R=np.zeros((T, T, m, m)),
             KT=np.zeros((D, D)),
             J=J,
-            P=np.zeros((prob.N, T * m)),
+            P=np.zeros((T * m, prob.N)),
             loss=np.full(T, np.nan),
             xi=np.full((T, prob.N, m), np.nan),
             u=np.full((T, prob.N, m), np.nan),
             L=np.zeros((D, D)),
             active=np.zeros(D, dtype=bool),
-            G=np.zeros((prob.N, T * m)),
+            G=np.zeros((T * m, prob.N)),
         )
         if prob.theta_row:
             st.Rz, st.Czf = np.zeros((T, T, m, m)), np.zeros((T * m, T * m))
@@ -991,11 +991,12 @@ def _n_side_step(prob, draws, st, t) -> None:
     """Eqs. (D1)-(D3) at time ``t``: ``xi^t``, ``u^t``, ``psi^t`` and the responses."""
     lr, dl, m = prob.lr, prob.delta, prob.m
     a, b = t * m, (t + 1) * m
-    B = st.P[:, :a] @ st.Rw[a:b, :a].T  # B^t = sum_{s<t} psi^s R_w(t,s)^T: the memory term
-    st.G[:, a:b] = draws["rng"].standard_normal((prob.N, m))
-    xi = st.G[:, :b] @ st.L[a:b, :b].T  # eq. (D7): xi^t = sum_{s<=t} L(t, s) g^s
-    r = xi - (lr / dl) * B
-    U = draws["z"] @ st.M[t].T + r
+    # the steps so far are the leading rows of P and G: each product reads them contiguously
+    BT = st.Rw[a:b, :a] @ st.P[:a]  # B^t = sum_{s<t} psi^s R_w(t,s)^T: the memory term
+    st.G[a:b] = draws["rng"].standard_normal((prob.N, m)).T
+    xiT = st.L[a:b, :b] @ st.G[:b]  # eq. (D7): xi^t = sum_{s<=t} L(t, s) g^s
+    xi = xiT.T
+    U = np.ascontiguousarray(draws["z"] @ st.M[t].T + (xiT - (lr / dl) * BT).T)
     ell, psi, J = _psi(prob.net, U, draws["y"], prob.smoothing)
     if not (np.all(np.isfinite(psi)) and np.all(np.isfinite(J))):
         raise FloatingPointError("non-finite psi or Jacobian in the per-sample process")
@@ -1005,11 +1006,11 @@ def _n_side_step(prob, draws, st, t) -> None:
     st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
     row = np.empty((t + 1, m, m))
     response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
-    st.P[:, a:b] = psi
+    st.P[a:b] = psi.T
     st.xi[t] = xi
     st.u[t] = U
     st.R[t, : t + 1] = row / N
-    c_row = psi.T @ st.P[:, :b] / N  # C_psi(t, s), s <= t
+    c_row = (st.P[:b] @ psi).T / N  # C_psi(t, s), s <= t
     st.Cf[a:b, :b] = c_row
     st.Cf[:b, a:b] = c_row.T
     if prob.theta_row:  # the same rows weighted by z^2 (docs/theory.md 7.8)
@@ -1018,7 +1019,7 @@ def _n_side_step(prob, draws, st, t) -> None:
         response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
         st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
         st.Rz[t, : t + 1] = row / N
-        cz_row = (psi * z2[:, None]).T @ st.P[:, :b] / N
+        cz_row = (st.P[:b] @ (psi * z2[:, None])).T / N
         st.Czf[a:b, :b] = cz_row
         st.Czf[:b, a:b] = cz_row.T
 
