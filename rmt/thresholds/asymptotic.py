@@ -167,7 +167,7 @@ HESSIAN_NUMBERS = (
 #: smoother than one gradient-descent run (for which ``PlateauRule().window`` is 50); the solves
 #: stop ``window + CURVE_SMOOTHING`` steps after the plateau, and the late steps are the dear
 #: ones (a step costs ``O(t^2)``).  At least ``VERTEX_WINDOW``: the vertex's parabola needs them
-PLATEAU_WINDOW = 25
+PLATEAU_WINDOW = 20
 
 #: the default standard error goal of :func:`dmft_delta_nn`, relative to ``delta_NN``
 STDERR_RTOL = 0.0075
