@@ -1,13 +1,13 @@
 """Where each evaluation of a ``delta_NN`` search reads its plateau (docs/theory.md 8.10).
 
-For each width, runs the phase diagram's cell (``rmt.dmft_delta_nn`` with the settings of
-``rmt phase-diagram``: no further replicas) and prints, for every pilot and full evaluation,
-``delta``, the rule's plateau ``t1``, the vertex and how it was found: ``inside`` (the minimum
-of a convex parabola within ``t1 +- VERTEX_WINDOW``), ``clipped`` (at the window's edge: the
-smoothed mean gradient norm has no minimum there) or ``not convex`` (the vertex is ``t1``
-itself).  An evaluation whose plateau was not located by a minimum reads its learning margin
-at a step that the windows set; one whose ``t1`` jumps far from its neighbours' may have
-missed a shallow first plateau.
+For each width, runs the phase diagram's cell search
+(``rmt.experiments.phase_diagram.cell_threshold``: no further replicas) and prints, for every
+pilot and full evaluation, ``delta``, the rule's plateau ``t1``, the vertex and how it was
+found: ``inside`` (the minimum of a convex parabola within ``t1 +- VERTEX_WINDOW``),
+``clipped`` (at the window's edge: the smoothed mean gradient norm has no minimum there) or
+``not convex`` (the vertex is ``t1`` itself).  An evaluation whose plateau was not located by
+a minimum reads its learning margin at a step that the windows set; one whose ``t1`` jumps
+far from its neighbours' may have missed a shallow first plateau.
 
 Run: ``python benchmarks/dmft_plateau_audit.py [--widths 2 3 4] [--loss huber]
 [--json out.json]``.
@@ -22,7 +22,7 @@ import time
 from _util import cpu_info
 
 import rmt
-from rmt.experiments.phase_diagram import MIN_DELTA
+from rmt.experiments.phase_diagram import cell_threshold
 from rmt.thresholds.asymptotic import VERTEX_WINDOW
 
 
@@ -53,10 +53,7 @@ def main(argv=None):
         cfg = rmt.RunConfig(width=width, activation=args.activation, loss=args.loss)
         seen = []
         t0 = time.perf_counter()
-        res = rmt.dmft_delta_nn(
-            cfg.model(), cfg.net(), MIN_DELTA, cfg.max_delta, replicas=cfg.dmft_replicas,
-            stderr_rtol=None, progress=seen.append, **cfg.dmft_options(),
-        )  # fmt: skip
+        res = cell_threshold(cfg, progress=seen.append)
         wall = time.perf_counter() - t0
         value = f"{res.value:.3f} +- {res.stderr:.3f}" if res.converged else "no value"
         print(f"m = {width}: {value} ({wall:.0f} s)")

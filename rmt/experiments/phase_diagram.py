@@ -167,10 +167,7 @@ def cell_row(config, cell) -> dict:
     """
     cfg = replace(config, **cell)
     t0 = time.perf_counter()
-    res = dmft_delta_nn(
-        cfg.model(), cfg.net(), MIN_DELTA, cfg.max_delta, replicas=cfg.dmft_replicas,
-        stderr_rtol=None, **cfg.dmft_options(),
-    )  # fmt: skip
+    res = cell_threshold(cfg)
     ref = reference_thresholds(cfg)
     row = {name: getattr(cfg, name) for name in AXES}
     found = bool(res.converged)
@@ -189,6 +186,27 @@ def cell_row(config, cell) -> dict:
         seconds=time.perf_counter() - t0,
     )
     return row
+
+
+def cell_threshold(cfg, progress=None):
+    """The search of one cell: :func:`rmt.dmft_delta_nn` over ``[MIN_DELTA, cfg.max_delta]``
+    with the configuration's DMFT settings and no further replicas (docs/theory.md 8.12).
+
+    Parameters
+    ----------
+    cfg : rmt.RunConfig
+        The cell's configuration (the shared settings with the cell's axes replaced).
+    progress : callable, optional
+        As in :func:`rmt.dmft_delta_nn`: called with each evaluation.
+
+    Returns
+    -------
+    rmt.thresholds.asymptotic.DMFTThreshold
+    """
+    return dmft_delta_nn(
+        cfg.model(), cfg.net(), MIN_DELTA, cfg.max_delta, replicas=cfg.dmft_replicas,
+        stderr_rtol=None, progress=progress, **cfg.dmft_options(),
+    )  # fmt: skip
 
 
 def _status_of(res) -> str:
