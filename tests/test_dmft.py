@@ -266,8 +266,8 @@ def test_dmft_tends_to_population_gradient_descent_as_delta_grows(target, activa
     lr, T, init = 0.5, 30, 0.1
 
     def reference(seed):
-        loss, M, Q = _population_gd(model, net, lr, T, init, seed=seed)
-        return np.c_[loss, loss, np.abs(M).reshape(T, -1), Q.reshape(T, -1)]
+        ell, M, Q = _population_gd(model, net, lr, T, init, seed=seed)
+        return np.c_[ell, ell, np.abs(M).reshape(T, -1), Q.reshape(T, -1)]
 
     def curves(delta, seed):
         r = dmft_gd(model, net, delta, lr, T, init, n_samples=1500, rng=seed)
