@@ -2,12 +2,13 @@
 
 For each width, runs the phase diagram's cell search
 (``rmt.experiments.phase_diagram.cell_threshold``: no further replicas) and prints, for every
-pilot and full evaluation, ``delta``, the rule's plateau ``t1``, the vertex and how it was
-found: ``inside`` (the minimum of a convex parabola within ``t1 +- VERTEX_WINDOW``),
-``clipped`` (at the window's edge: the smoothed mean gradient norm has no minimum there) or
-``not convex`` (the vertex is ``t1`` itself).  An evaluation whose plateau was not located by
-a minimum reads its learning margin at a step that the windows set; one whose ``t1`` jumps
-far from its neighbours' may have missed a shallow first plateau.
+pilot and full evaluation, ``delta``, the rule's plateau ``t1``, where the margin was read and
+how: ``vertex`` (the minimum of a convex parabola through the smoothed mean gradient norm
+within ``t1 +- VERTEX_WINDOW``), ``at t1`` (that parabola not convex, or its minimum outside
+the window: the rule's minimum itself) or ``settled`` (a flat loss without a minimum of the
+norm, read ``PLATEAU_WINDOW`` steps later once the margin has settled); failed evaluations
+with their reason.  One whose ``t1`` jumps far from its neighbours' has a plateau of another
+kind there.
 
 Run: ``python benchmarks/dmft_plateau_audit.py [--widths 2 3 4] [--loss huber]
 [--json out.json]``.
@@ -23,7 +24,6 @@ from _util import cpu_info
 
 import rmt
 from rmt.experiments.phase_diagram import cell_threshold
-from rmt.thresholds.asymptotic import VERTEX_WINDOW
 
 
 def parse_args(argv=None):
@@ -36,12 +36,10 @@ def parse_args(argv=None):
 
 
 def how_found(ev) -> str:
-    """``inside``, ``clipped`` or ``not convex`` (see the module docstring)."""
-    if ev.vertex == ev.t1:
-        return "not convex"
-    if abs(ev.vertex - ev.t1) >= VERTEX_WINDOW - 1e-9:
-        return "clipped"
-    return "inside"
+    """``vertex``, ``at t1`` or ``settled`` (see the module docstring)."""
+    if ev.message.startswith("loss of the mean curves flat"):
+        return "settled"
+    return "at t1" if ev.vertex == ev.t1 else "vertex"
 
 
 def main(argv=None):
@@ -60,8 +58,8 @@ def main(argv=None):
         for ev in seen:
             kind = "full" if any(ev is e for e in res.evaluations.values()) else "pilot"
             if not ev.converged:
-                print(f"  {kind:5s} delta = {ev.delta:.4g}: failed ({ev.message[:60]})")
-                rows.append({"width": width, "delta": ev.delta, "kind": kind, "failed": True})
+                print(f"  {kind:5s} delta = {ev.delta:.4g}: failed ({ev.message[:110]})")
+                rows.append({"width": width, "delta": ev.delta, "kind": kind, "failed": ev.message})
                 continue
             found = how_found(ev)
             print(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import stdtrit
 
-from rmt.dynamics.descent import PlateauRule
+from rmt.dynamics.descent import PEAK_DROP, PlateauRule
 from rmt.dynamics.dmft import (
     RELU_SMOOTHING,
     check_seed,
@@ -44,7 +44,8 @@ class DMFTEvaluation:
     delta : float
         The sample ratio.
     t1 : int or None
-        The plateau step of the replicas' mean curves (the rule's), shared by all replicas.
+        The plateau step of the replicas' mean curves (the rule's; the norm's minimum when
+        the loss went flat just before it), shared by all replicas.
     margins : numpy.ndarray
         The learning margin of each replica (:class:`rmt.DMFTHessian`) at ``vertex``,
         interpolated linearly between the steps around it.
@@ -62,9 +63,11 @@ class DMFTEvaluation:
     message : str
         What failed, or where the plateau is.
     vertex : float
-        The plateau to a fraction of a step: the minimum of the least-squares parabola
-        through the smoothed mean gradient norm over ``t1 +- VERTEX_WINDOW`` steps
-        (docs/theory.md 8.10); NaN when ``converged`` is False.
+        Where the margins are read (docs/theory.md 8.10): at a minimum of the smoothed mean
+        gradient norm, the plateau to a fraction of a step (the minimum of the least-squares
+        parabola through that norm over ``t1 +- VERTEX_WINDOW`` steps, ``t1`` when it is not
+        convex or its minimum lies outside); after a flat loss without such a minimum,
+        ``t1 + PLATEAU_WINDOW``.  NaN when ``converged`` is False.
     law_shifts : numpy.ndarray or None
         Each replica's learning margin at the plateau step nearest ``vertex`` from its law of
         ``law_draws`` draws, less the mean of the margins from its ``LAW_CHECK_FACTOR``
@@ -169,6 +172,21 @@ HESSIAN_NUMBERS = (
 #: ones (a step costs ``O(t^2)``).  At least ``VERTEX_WINDOW``: the vertex's parabola needs them
 PLATEAU_WINDOW = 20
 
+#: the largest ``g_t / g_peak`` of a plateau of the mean curves (``PlateauRule.depth`` of
+#: :func:`dmft_margin`'s default rule): any minimum of the smoothed mean gradient norm after the
+#: initial peak that the look-ahead confirms is a plateau, however shallow.  The mean curves of
+#: replicas are smooth on the scale of the look-ahead (docs/theory.md 8.10), so such a minimum
+#: is the closest approach to a saddle: ``W1`` is the *first* one, even when the norm has
+#: fallen only to a third of its peak
+PLATEAU_DEPTH = PEAK_DROP
+
+#: a plateau that the rule finds by a flat loss, not by a minimum of the gradient norm, is the
+#: end of a first phase that converges: the learning margin is read ``PLATEAU_WINDOW`` steps
+#: later, and only when the drift still to come (the margin's change over those steps times
+#: ``rho / (1 - rho)``, ``rho`` the gradient norm's decay over them) is at most this fraction
+#: of its standard error (docs/theory.md 8.10)
+SETTLED_FRACTION = 0.5
+
 #: the default standard error goal of :func:`dmft_delta_nn`, relative to ``delta_NN``
 STDERR_RTOL = 0.0075
 
@@ -197,14 +215,14 @@ def _jackknife_se(loo) -> float:
     return float(np.sqrt((R - 1) / R * np.sum((loo - loo.mean()) ** 2)))
 
 
-def _plateau(results, rule, drop=None):
-    """The plateau step of the mean curves of ``results`` (leaving out replica ``drop``), or
-    None when the rule does not confirm one within the steps solved."""
-    keep = [r for i, r in enumerate(results) if i != drop]
+def _plateau(results, rule):
+    """The plateau step of the mean curves of ``results`` and how the rule found it
+    (``"local_min"``, ``"loss_flat"``), or ``(None, None)`` when the rule does not confirm one
+    within the steps solved."""
     curves = ("train_loss", "grad_norm", "overlap")
-    mean = [np.mean([getattr(r, k) for r in keep], axis=0) for k in curves]
+    mean = [np.mean([getattr(r, k) for r in results], axis=0) for k in curves]
     phases = plateau_of_curves(*mean, rule)
-    return int(phases.plateau_step) if phases.detected else None
+    return (int(phases.plateau_step), phases.rule) if phases.detected else (None, None)
 
 
 def dmft_margin(
@@ -254,7 +272,10 @@ def dmft_margin(
     lr, init_scale, weight_decay
         As in :func:`rmt.gradient_descent`.
     rule : rmt.PlateauRule, optional
-        The plateau rule; default ``PlateauRule(window=PLATEAU_WINDOW)``.
+        The plateau rule; default ``PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH)``.
+        A plateau found by a minimum of the smoothed mean gradient norm is read at that
+        minimum's vertex; one found by a flat loss (a first phase that converges without a
+        minimum) ``rule.window`` steps later, once the margin has settled there.
     progress : bool
         A tqdm bar over the steps of each solve.
     relu_smoothing : float
@@ -275,7 +296,10 @@ def dmft_margin(
     -------
     DMFTEvaluation
         ``converged`` is False, with the reason, when no plateau came within ``max_steps``,
-        a solve diverged, or the spectrum at ``t1`` failed: never a number in their place.
+        a solve diverged, the spectrum at ``t1`` failed, or a first phase that converges
+        without a minimum has a margin that still moves where it is read (more than
+        ``SETTLED_FRACTION`` of its standard error still to come): never a number in their
+        place.
 
     Raises
     ------
@@ -294,7 +318,7 @@ def dmft_margin(
     delta = check_positive_float(delta, "delta")
     steps = check_positive_int(steps, "steps", minimum=2)
     max_steps = check_positive_int(max_steps, "max_steps", minimum=steps)
-    rule = PlateauRule(window=PLATEAU_WINDOW) if rule is None else rule
+    rule = PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH) if rule is None else rule
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
     check_seed(rng)
@@ -337,7 +361,7 @@ def dmft_margin(
                 f"gradient descent diverges at lr = {lr:g} in the d -> inf limit (the DMFT "
                 f"solve {reps.message}): no plateau at this step size"
             )
-        t1 = _plateau(reps.results, rule)
+        t1, how = _plateau(reps.results, rule)
         if t1 is not None or steps >= max_steps:
             break
         unsettled = _not_settling(reps.results, rule, lr)
@@ -355,6 +379,12 @@ def dmft_margin(
                 result, model, net, times, law_draws, gen, weight_decay, relu_smoothing
             )
 
+    if how != "local_min":
+        low = _lowest_after(reps.results, t1, rule.window)
+        if low is None:  # the norm still falls at the end of the look-ahead: converging
+            return _margins_when_settled(reps.results, net, t1, rule.window, weight_decay,
+                                         failed, laws, law_check)  # fmt: skip
+        t1 = low  # the loss went flat just before the norm's minimum
     return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws, law_check)
 
 
@@ -402,8 +432,8 @@ VERTEX_WINDOW = 20
 
 def _vertex(results, t1, drop=None) -> float:
     """The minimum of the least-squares parabola through the smoothed mean gradient norm of
-    ``results`` (leaving out replica ``drop``) over ``t1 +- VERTEX_WINDOW``, clipped to that
-    window; ``t1`` itself when the parabola is not convex."""
+    ``results`` (leaving out replica ``drop``) over ``t1 +- VERTEX_WINDOW``; ``t1`` itself (the
+    rule's minimum) when the parabola is not convex or its minimum lies outside that window."""
     keep = [r.grad_norm for i, r in enumerate(results) if i != drop]
     g = smoothed_curve(np.mean(keep, axis=0))
     lo, hi = max(t1 - VERTEX_WINDOW, 0), min(t1 + VERTEX_WINDOW, g.size - 1)
@@ -411,9 +441,8 @@ def _vertex(results, t1, drop=None) -> float:
     if ts.size < 3:
         return float(t1)
     a, b, _ = np.polyfit(ts - t1, g[ts], 2)
-    if not a > 0:
-        return float(t1)
-    return float(np.clip(t1 - b / (2 * a), lo, hi))
+    v = t1 - b / (2 * a) if a > 0 else np.nan
+    return float(v) if lo <= v <= hi else float(t1)
 
 
 def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_check=False):
@@ -464,6 +493,84 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_c
         converged=True,
         message=f"plateau of the mean curves at step {t1} (vertex {v:.1f})",
         vertex=v,
+        law_shifts=shifts,
+    )
+
+
+def _lowest_after(results, t1, window):
+    """The step of the least smoothed mean gradient norm over ``t1 .. t1 + window`` when the
+    norm rises again before the end of those steps (a minimum that the loss's flatness
+    anticipated), else None (the norm still falls)."""
+    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))[t1 : t1 + window + 1]
+    low = int(np.argmin(g))
+    return t1 + low if low < g.size - 1 else None
+
+
+def _margins_when_settled(results, net, t1, window, weight_decay, failed, laws=None,
+                          law_check=False):  # fmt: skip
+    """Each replica's learning margin ``window`` steps after a plateau that the rule found by a
+    flat loss, and the jackknife values; a failure when the margin has not settled there
+    (docs/theory.md 8.10).
+
+    The smoothed mean gradient norm has no minimum near ``t1``: the first phase converges and
+    ``W1`` is its limit.  The margins are read at ``t1`` and at ``t = t1 + window``; with
+    ``Delta`` the mean margin's change between them and ``rho = g(t) / g(t1)`` the decay of the
+    smoothed mean gradient norm, a margin that approaches its limit as the norm does
+    (geometrically) has ``|Delta| rho / (1 - rho)`` of its drift still to come.  The margins at
+    ``t`` are the value when that is at most ``SETTLED_FRACTION`` of their standard error.
+    ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
+    R = len(results)
+    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
+    t = min(t1 + window, g.size - 1, results[0].steps - 1)
+    times = [t1, t]
+    if laws is None:
+        by_replica = [{} for _ in results]
+    else:
+        by_replica = [laws(i, r, times) for i, r in enumerate(results)]
+    at = {
+        s: [
+            hessian_at_step(r, net, s, "mean curves", weight_decay, law=by_replica[i].get(s))
+            for i, r in enumerate(results)
+        ]
+        for s in times
+    }
+    bad = [f"replica {i} at step {s}: {h.message}" for s in times
+           for i, h in enumerate(at[s]) if not h.converged]  # fmt: skip
+    if bad:
+        return failed("; ".join(bad[:3]), t1, at[t])
+    before = np.array([h.learning_margin for h in at[t1]])
+    margins = np.array([h.learning_margin for h in at[t]])
+    loo = np.array([np.delete(margins, r).mean() for r in range(R)])
+    se = _jackknife_se(loo)
+    change = float(margins.mean() - before.mean())
+    rho = float(g[t] / g[t1])
+    to_come = abs(change) * rho / (1 - rho) if rho < 1 else (np.inf if change else 0.0)
+    if not to_come <= SETTLED_FRACTION * se:
+        return failed(
+            f"no plateau reached: the smoothed mean gradient norm falls without a minimum (the "
+            f"loss is flat from step {t1}; the norm fell to {rho:.2f} of its value over the next "
+            f"{t - t1} steps) and the learning margin moved by {change:+.2g} over them, so about "
+            f"{to_come:.2g} of its drift is still to come, more than {SETTLED_FRACTION:g} of its "
+            f"standard error {se:.2g}",
+            t1,
+            at[t],
+        )
+    shifts = None
+    if law_check:
+        shifts = np.array([_law_shift(r, net, t, weight_decay, by_replica[i][t], at[t][i])
+                           for i, r in enumerate(results)])  # fmt: skip
+    return DMFTEvaluation(
+        delta=results[0].delta,
+        t1=t1,
+        margins=margins,
+        loo_margins=loo,
+        margin=float(margins.mean()),
+        margin_se=se,
+        hessians=tuple(at[t]),
+        converged=True,
+        message=f"loss of the mean curves flat from step {t1}, margin read at step {t} (about "
+        f"{to_come:.2g} of its drift still to come)",
+        vertex=float(t),
         law_shifts=shifts,
     )
 
