@@ -401,7 +401,8 @@ def test_replicas_continued_to_a_larger_budget_are_the_solve_of_that_budget():
     and continued to 200 are, bit for bit, the replicas solved with 200 from the start (the
     equations are causal and the innovations are drawn step by step), plateau stop included;
     so are replicas whose first budget ends at the step where the rule confirms the plateau
-    (they stop at once); and without the plateau rule, a continuation from 20 to 45 steps."""
+    (they stop at once); without the plateau rule, a continuation from 20 to 45 steps; and
+    replicas stopped at their plateau, continued past it to 260 steps."""
     model = rmt.MultiIndexModel("phase_retrieval")
     net = rmt.TwoLayerNet(2, activation="softplus", loss="huber")
 
@@ -419,7 +420,7 @@ def test_replicas_continued_to_a_larger_budget_are_the_solve_of_that_budget():
                 np.testing.assert_array_equal(getattr(x, name), getattr(y, name), err_msg=name)
 
     fresh = solve(200)
-    assert fresh.plateau is not None and not fresh.extendable
+    assert fresh.plateau is not None and fresh.extendable
     first = solve(40)
     assert first.plateau is None and first.extendable and first.results[0].steps == 40
     same(extend_replicas(first, 200), fresh)
@@ -429,8 +430,8 @@ def test_replicas_continued_to_a_larger_budget_are_the_solve_of_that_budget():
     same(extend_replicas(solve(20, plateau=False), 45), solve(45, plateau=False))
     with pytest.raises(ValueError, match="cannot be continued"):
         extend_replicas(solve(40, resumable=False), 200)
-    with pytest.raises(ValueError, match="cannot be continued"):
-        extend_replicas(fresh, 400)
+    same(extend_replicas(fresh, 400), fresh)  # the rule stops them again at once
+    same(extend_replicas(fresh, 260, stop_at_plateau=False), solve(260, plateau=False))
     with pytest.raises(ValueError, match="more than the 40 steps"):
         extend_replicas(first, 40)
 

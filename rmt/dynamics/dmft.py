@@ -239,8 +239,8 @@ class DMFTReplicas:
 
     results: tuple
     plateau: int | None = None
-    # what extend_replicas needs: (problem, draws, states, rule) of a solve that used its
-    # whole step budget; kept only when asked for (resumable=True), since it holds the states
+    # what extend_replicas needs: (problem, draws, states, rule) of a converged solve; kept
+    # only when asked for (resumable=True), since it holds the states
     _resume: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
@@ -251,7 +251,7 @@ class DMFTReplicas:
     @property
     def extendable(self) -> bool:
         """Whether :func:`extend_replicas` can continue these replicas: solved with
-        ``resumable=True``, converged, and through their whole step budget (not stopped at a
+        ``resumable=True`` and converged (through their whole step budget, or stopped at a
         plateau)."""
         return self._resume is not None
 
@@ -401,19 +401,21 @@ def dmft_replicas(
 
 def _replicas(prob, draws, progress, rule, resumable, states=None, start=0) -> DMFTReplicas:
     results, plateau, prob, states = _solve_replicas(prob, draws, progress, rule, states, start)
-    whole = all(r.converged for r in results) and plateau is None
-    resume = (prob, draws, states, rule) if resumable and whole else None
+    ok = all(r.converged for r in results)
+    resume = (prob, draws, states, rule) if resumable and ok else None
     return DMFTReplicas(tuple(results), plateau, resume)
 
 
-def extend_replicas(reps, steps, progress=False) -> DMFTReplicas:
-    """Continue replicas that used their whole step budget, to a budget of ``steps`` steps.
+def extend_replicas(reps, steps, progress=False, stop_at_plateau=True) -> DMFTReplicas:
+    """Continue replicas to a budget of ``steps`` steps.
 
     The solve is causal and draws the innovations of its field step by step (docs/theory.md
     eq. (D7)), so the result is that of :func:`dmft_replicas` called with ``steps`` from the
     start, to rounding, without solving the first steps again (they cost ``(T_0 / T)^3`` of
-    the whole).  With ``stop_at_plateau`` the plateau rule reads the mean curves from step 0,
-    and stops the replicas at once when it confirms a plateau at the last step solved.
+    the whole).  Replicas solved with ``stop_at_plateau`` keep their rule: it reads the mean
+    curves from step 0, and stops the replicas at once when it confirms a plateau at the last
+    step solved (so replicas stopped at a plateau are continued only with
+    ``stop_at_plateau=False``).
 
     Parameters
     ----------
@@ -423,11 +425,14 @@ def extend_replicas(reps, steps, progress=False) -> DMFTReplicas:
         The new step budget, more than the steps solved.
     progress : bool
         A tqdm bar over the new steps.
+    stop_at_plateau : bool
+        False: solve the whole new budget, past any plateau (a first phase read further
+        along, docs/theory.md 8.10).
 
     Returns
     -------
     DMFTReplicas
-        Extendable again when the new budget, too, is used to its end.
+        Extendable again.
 
     Raises
     ------
@@ -450,6 +455,7 @@ def extend_replicas(reps, steps, progress=False) -> DMFTReplicas:
     big = dataclasses.replace(prob, T=steps)
     _check_memory(big, len(states))
     grown = [_grown(prob, st, steps) for st in states]
+    rule = rule if stop_at_plateau else None
     return _replicas(big, draws, progress, rule, True, grown, prob.T)
 
 

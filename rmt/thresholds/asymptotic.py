@@ -21,6 +21,7 @@ from scipy.special import stdtrit
 
 from rmt.dynamics.descent import PEAK_DROP, PlateauRule
 from rmt.dynamics.dmft import (
+    CURVE_SMOOTHING,
     RELU_SMOOTHING,
     check_seed,
     dmft_replicas,
@@ -382,8 +383,8 @@ def dmft_margin(
     if how != "local_min":
         low = _lowest_after(reps.results, t1, rule.window)
         if low is None:  # the norm still falls at the end of the look-ahead: converging
-            return _margins_when_settled(reps.results, net, t1, rule.window, weight_decay,
-                                         failed, laws, law_check)  # fmt: skip
+            return _margins_when_settled(reps, net, t1, rule.window, max_steps, progress,
+                                         weight_decay, failed, laws, law_check)  # fmt: skip
         t1 = low  # the loss went flat just before the norm's minimum
     return _margins_at_plateau(reps.results, net, t1, weight_decay, failed, laws, law_check)
 
@@ -506,71 +507,81 @@ def _lowest_after(results, t1, window):
     return t1 + low if low < g.size - 1 else None
 
 
-def _margins_when_settled(results, net, t1, window, weight_decay, failed, laws=None,
-                          law_check=False):  # fmt: skip
-    """Each replica's learning margin ``window`` steps after a plateau that the rule found by a
-    flat loss, and the jackknife values; a failure when the margin has not settled there
-    (docs/theory.md 8.10).
+def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_decay, failed,
+                          laws=None, law_check=False):  # fmt: skip
+    """Each replica's learning margin along a first phase that converges, once it has settled,
+    and the jackknife values; a failure when it has not within ``max_steps`` (docs/theory.md
+    8.10).
 
-    The smoothed mean gradient norm has no minimum near ``t1``: the first phase converges and
-    ``W1`` is its limit.  The margins are read at ``t1`` and at ``t = t1 + window``; with
-    ``Delta`` the mean margin's change between them and ``rho = g(t) / g(t1)`` the decay of the
-    smoothed mean gradient norm, a margin that approaches its limit as the norm does
-    (geometrically) has ``|Delta| rho / (1 - rho)`` of its drift still to come.  The margins at
-    ``t`` are the value when that is at most ``SETTLED_FRACTION`` of their standard error.
-    ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
-    R = len(results)
-    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
-    t = min(t1 + window, g.size - 1, results[0].steps - 1)
-    times = [t1, t]
-    if laws is None:
-        by_replica = [{} for _ in results]
-    else:
-        by_replica = [laws(i, r, times) for i, r in enumerate(results)]
-    at = {
-        s: [
-            hessian_at_step(r, net, s, "mean curves", weight_decay, law=by_replica[i].get(s))
-            for i, r in enumerate(results)
-        ]
-        for s in times
-    }
-    bad = [f"replica {i} at step {s}: {h.message}" for s in times
-           for i, h in enumerate(at[s]) if not h.converged]  # fmt: skip
-    if bad:
-        return failed("; ".join(bad[:3]), t1, at[t])
-    before = np.array([h.learning_margin for h in at[t1]])
-    margins = np.array([h.learning_margin for h in at[t]])
-    loo = np.array([np.delete(margins, r).mean() for r in range(R)])
-    se = _jackknife_se(loo)
-    change = float(margins.mean() - before.mean())
-    rho = float(g[t] / g[t1])
-    to_come = abs(change) * rho / (1 - rho) if rho < 1 else (np.inf if change else 0.0)
-    if not to_come <= SETTLED_FRACTION * se:
-        return failed(
-            f"no plateau reached: the smoothed mean gradient norm falls without a minimum (the "
-            f"loss is flat from step {t1}; the norm fell to {rho:.2f} of its value over the next "
-            f"{t - t1} steps) and the learning margin moved by {change:+.2g} over them, so about "
-            f"{to_come:.2g} of its drift is still to come, more than {SETTLED_FRACTION:g} of its "
-            f"standard error {se:.2g}",
-            t1,
-            at[t],
+    The smoothed mean gradient norm has no minimum near the rule's ``t1`` (found by a flat
+    loss): ``W1`` is the limit of the first phase.  The margins are read at steps ``a = t1`` and
+    ``b = t1 + window``; with ``Delta`` the mean margin's change between them and
+    ``rho = g(b) / g(a)`` the decay of the smoothed mean gradient norm, a margin that
+    approaches its limit as the norm does (geometrically) has ``|Delta| rho / (1 - rho)`` of its
+    drift still to come.  The margins at ``b`` are the value when that is at most
+    ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
+    (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
+    ``a = b``.  ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
+    R = len(reps.results)
+    hess, law = [{} for _ in range(R)], [{} for _ in range(R)]
+
+    def read(results, times):  # the Hessians at new steps; the laws' draws are causal
+        new = [t for t in times if t not in hess[0]]
+        for i, r in enumerate(results):
+            got = {} if laws is None or not new else laws(i, r, new)
+            law[i].update(got)
+            for t in new:
+                hess[i][t] = hessian_at_step(r, net, t, "mean curves", weight_decay, law=got.get(t))
+
+    a, b = t1, t1 + window
+    why, hs = "", ()  # the solve stopped at the plateau holds step b = t1 + window
+    while True:
+        need = b + CURVE_SMOOTHING + 1  # the smoothed norm known at b
+        if reps.results[0].steps < need:
+            if need > max_steps:
+                return failed(f"no plateau reached within {max_steps} steps: {why}", t1, hs)
+            reps = extend_replicas(reps, need, progress, stop_at_plateau=False)
+            if not reps.converged:
+                return failed(f"the DMFT solve continued past step {t1} {reps.message}", t1)
+        read(reps.results, (a, b))
+        hs = tuple(hess[i][b] for i in range(R))
+        bad = [f"replica {i} at step {t}: {hess[i][t].message}" for t in (a, b)
+               for i in range(R) if not hess[i][t].converged]  # fmt: skip
+        if bad:
+            return failed("; ".join(bad[:3]), t1, hs)
+        before = np.array([hess[i][a].learning_margin for i in range(R)])
+        margins = np.array([h.learning_margin for h in hs])
+        loo = np.array([np.delete(margins, r).mean() for r in range(R)])
+        se = _jackknife_se(loo)
+        change = float(margins.mean() - before.mean())
+        g = smoothed_curve(np.mean([r.grad_norm for r in reps.results], axis=0))
+        rho = float(g[b] / g[a])
+        to_come = abs(change) * rho / (1 - rho) if rho < 1 else (np.inf if change else 0.0)
+        if to_come <= SETTLED_FRACTION * se:
+            break
+        why = (
+            f"the smoothed mean gradient norm falls without a minimum (the loss is flat from "
+            f"step {t1}); from step {a} to {b} the norm fell to {rho:.2f} of its value and the "
+            f"learning margin moved by {change:+.2g}, so about {to_come:.2g} of its drift is "
+            f"still to come, more than {SETTLED_FRACTION:g} of its standard error {se:.2g}"
         )
+        a, b = b, b + 2 * (b - a)
     shifts = None
     if law_check:
-        shifts = np.array([_law_shift(r, net, t, weight_decay, by_replica[i][t], at[t][i])
-                           for i, r in enumerate(results)])  # fmt: skip
+        shifts = np.array([_law_shift(r, net, b, weight_decay, law[i][b], hs[i])
+                           for i, r in enumerate(reps.results)])  # fmt: skip
     return DMFTEvaluation(
-        delta=results[0].delta,
+        delta=reps.results[0].delta,
         t1=t1,
         margins=margins,
         loo_margins=loo,
         margin=float(margins.mean()),
         margin_se=se,
-        hessians=tuple(at[t]),
+        hessians=hs,
         converged=True,
-        message=f"loss of the mean curves flat from step {t1}, margin read at step {t} (about "
-        f"{to_come:.2g} of its drift still to come)",
-        vertex=float(t),
+        message=f"loss of the mean curves flat from step {t1}, margin settled at step {b} "
+        f"(about {to_come:.2g} of its drift still to come)",
+        vertex=float(b),
         law_shifts=shifts,
     )
 
