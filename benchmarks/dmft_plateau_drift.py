@@ -28,10 +28,9 @@ import time
 import numpy as np
 
 import rmt
-from rmt.dynamics.descent import PlateauRule
 from rmt.dynamics.dmft import hessian_at_step, plateau_of_curves
 from rmt.dynamics.escape import outlier_growth
-from rmt.thresholds.asymptotic import PLATEAU_WINDOW
+from rmt.thresholds.asymptotic import dmft_plateau_rule
 
 
 def collect(folder) -> list[dict]:
@@ -93,7 +92,7 @@ def main(argv=None):
         if not res.converged:
             print(f"replica {r}: {res.message}")
             continue
-        rule = PlateauRule(window=PLATEAU_WINDOW)
+        rule = dmft_plateau_rule()
         t1 = plateau_of_curves(res.train_loss, res.grad_norm, res.overlap, rule).plateau_step
         print(f"replica {r}: solved {args.steps} steps in {solve:.0f} s; plateau {t1}", flush=True)
         if t1 is None:

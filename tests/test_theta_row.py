@@ -134,10 +134,9 @@ def test_row_escape_is_the_escape_of_a_direct_solve():
     seed, read by ``plateau_of_curves`` and ``seeded_escape_steps`` directly."""
     from dataclasses import replace
 
-    from rmt.dynamics.descent import PlateauRule
     from rmt.dynamics.dmft import plateau_of_curves
     from rmt.experiments.grokking import row_escape
-    from rmt.thresholds.asymptotic import PLATEAU_WINDOW
+    from rmt.thresholds.asymptotic import dmft_plateau_rule
 
     cfg = replace(rmt.RunConfig(), dmft_samples=400)
     row = row_escape(cfg, 7.0, [250, 1000], steps=260, replicas=2)
@@ -147,7 +146,7 @@ def test_row_escape_is_the_escape_of_a_direct_solve():
     )  # fmt: skip
     for r, res in enumerate(rep.results):
         t1 = plateau_of_curves(
-            res.train_loss, res.grad_norm, res.overlap, PlateauRule(window=PLATEAU_WINDOW)
+            res.train_loss, res.grad_norm, res.overlap, dmft_plateau_rule()
         ).plateau_step
         assert row.t1[r] == t1 is not None
         tq = np.trace(res.Q, axis1=1, axis2=2)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rmt.dynamics.descent import PlateauRule
 from rmt.dynamics.dmft import (
     DMFTHessian,
     dmft_hessian,
@@ -50,7 +49,7 @@ from rmt.experiments.store import (
 from rmt.freeprob import bulk_density
 from rmt.freeprob.mp import ConvergenceError
 from rmt.operators import distributed
-from rmt.thresholds.asymptotic import PLATEAU_WINDOW
+from rmt.thresholds.asymptotic import dmft_plateau_rule
 from rmt.validation import check_positive_float, check_positive_int
 
 #: points of the bulk-density grid between the edges
@@ -439,7 +438,7 @@ def _solves_past_plateau(config, delta, steps, replicas, theta_row=False):
         replicas=replicas, weight_decay=config.weight_decay, n_samples=config.dmft_samples,
         rng=config.seeds[0], theta_row=theta_row,
     )  # fmt: skip
-    rule = PlateauRule(window=PLATEAU_WINDOW)
+    rule = dmft_plateau_rule()
     out = []
     for r, res in enumerate(rep.results):
         t1 = None

@@ -181,6 +181,18 @@ PLATEAU_WINDOW = 20
 #: fallen only to a third of its peak
 PLATEAU_DEPTH = PEAK_DROP
 
+
+def dmft_plateau_rule() -> PlateauRule:
+    """The plateau rule of DMFT curves (docs/theory.md 8.10): a look-ahead of
+    ``PLATEAU_WINDOW`` steps and any confirmed minimum up to ``PLATEAU_DEPTH`` of the peak.
+
+    Returns
+    -------
+    rmt.PlateauRule
+    """
+    return PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH)
+
+
 #: a plateau that the rule finds by a flat loss, not by a minimum of the gradient norm, is the
 #: end of a first phase that converges: the learning margin is read ``PLATEAU_WINDOW`` steps
 #: later, and only when the drift still to come (the margin's change over those steps times
@@ -273,7 +285,7 @@ def dmft_margin(
     lr, init_scale, weight_decay
         As in :func:`rmt.gradient_descent`.
     rule : rmt.PlateauRule, optional
-        The plateau rule; default ``PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH)``.
+        The plateau rule; default :func:`dmft_plateau_rule`.
         A plateau found by a minimum of the smoothed mean gradient norm is read at that
         minimum's vertex; one found by a flat loss (a first phase that converges without a
         minimum) ``rule.window`` steps later, once the margin has settled there.
@@ -319,7 +331,7 @@ def dmft_margin(
     delta = check_positive_float(delta, "delta")
     steps = check_positive_int(steps, "steps", minimum=2)
     max_steps = check_positive_int(max_steps, "max_steps", minimum=steps)
-    rule = PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH) if rule is None else rule
+    rule = dmft_plateau_rule() if rule is None else rule
     if not isinstance(rule, PlateauRule):
         raise TypeError(f"rule must be an rmt.PlateauRule or None; got {type(rule).__name__}")
     check_seed(rng)
