@@ -322,7 +322,7 @@ def test_the_first_confirmed_minimum_is_the_plateau_however_shallow():
     star = 40 / 3 * np.log(2 / A)
     assert 3 * (A / 2) ** (2 / 3) / (1 + A) == pytest.approx(0.30, abs=0.005)
     reps = [SimpleNamespace(train_loss=g, grad_norm=g, overlap=0 * t) for _ in "ab"]
-    t1, how = dt._plateau(reps, rmt.PlateauRule(window=dt.PLATEAU_WINDOW, depth=dt.PLATEAU_DEPTH))
+    t1, how = dt._plateau(reps, dt.dmft_plateau_rule())
     assert how == "local_min" and abs(t1 - star) <= 1
     assert dt._plateau(reps, rmt.PlateauRule(window=dt.PLATEAU_WINDOW))[1] != "local_min"
     # the parabola through the 41 steps around it (the curve is not a parabola over so many)

@@ -237,6 +237,9 @@ def test_gradient_descent_rejects_bad_types_and_test_dimension(rng):
         gradient_descent(net, data, test=other.X, progress=False)
     with pytest.raises(ValueError, match="depth must be in"):
         PlateauRule(depth=0.7)
+    with pytest.raises(ValueError, match="minimum_depth must be in"):
+        PlateauRule(minimum_depth=0.6)
+    assert PlateauRule(depth=0.3).minimum_depth == 0.3
 
 
 # ---------------------------------------------------------------------------------------------

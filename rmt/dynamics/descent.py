@@ -41,19 +41,27 @@ class PlateauRule:
     """Parameters of the plateau rule of :func:`segment_phases` (validated).
 
     ``window`` steps of look-back and look-ahead, ``depth`` the largest ``g_t / g_peak`` at a
-    plateau, ``flat_rtol`` the largest fraction of the total loss fall in the last window.
+    plateau, ``flat_rtol`` the largest fraction of the total loss fall in the last window, and
+    ``minimum_depth`` the largest ``g_t / g_peak`` at a local minimum (rule (a) of
+    :func:`segment_phases`; None: ``depth``), so that a confirmed minimum may count at a depth
+    where a flat loss does not.
     """
 
     window: int = 50
     depth: float = 0.2
     flat_rtol: float = 0.01
+    minimum_depth: float | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "window", check_positive_int(self.window, "window"))
-        depth = check_positive_float(self.depth, "depth")
-        if depth > PEAK_DROP:
-            raise ValueError(f"depth must be in (0, {PEAK_DROP}]; got {self.depth!r}")
-        object.__setattr__(self, "depth", depth)
+        for name in ("depth", "minimum_depth"):
+            value = getattr(self, name)
+            if value is None and name == "minimum_depth":
+                value = self.depth
+            value = check_positive_float(value, name)
+            if value > PEAK_DROP:
+                raise ValueError(f"{name} must be in (0, {PEAK_DROP}]; got {value!r}")
+            object.__setattr__(self, name, value)
         object.__setattr__(self, "flat_rtol", check_nonneg_float(self.flat_rtol, "flat_rtol"))
 
 
@@ -131,10 +139,11 @@ class PhaseSegmenter:
     def _fires(self, t) -> str | None:
         """Rule (a) local minimum or (b) flat loss at a deep step ``t`` (curves known to t+w)."""
         g, L, w = self.g, self.loss, self.rule.window
+        if g[t] <= self.rule.minimum_depth * g[self.peak]:
+            if g[t] <= np.min(g[max(0, t - w) : t + w + 1]):
+                return "local_min"
         if not g[t] <= self.rule.depth * g[self.peak]:
             return None
-        if g[t] <= np.min(g[max(0, t - w) : t + w + 1]):
-            return "local_min"
         fall = max(L[0] - L[t], 0.0)
         if L[max(0, t - w)] - L[t] <= self.rule.flat_rtol * fall:
             return "loss_flat"
@@ -173,7 +182,15 @@ class PhaseSegmenter:
 
 
 def segment_phases(
-    loss, grad_norm, overlap=None, *, window=50, depth=0.2, flat_rtol=0.01, escape_overlap=0.5
+    loss,
+    grad_norm,
+    overlap=None,
+    *,
+    window=50,
+    depth=0.2,
+    flat_rtol=0.01,
+    escape_overlap=0.5,
+    minimum_depth=None,
 ) -> Phases:
     """Cut gradient-descent curves into the two phases (docs/theory.md section 7.2).
 
@@ -184,12 +201,14 @@ def segment_phases(
        the first step with ``g_T < 0.5 max_{s < T} g_s`` (``p = 0`` when ``g`` only
        decreases).  Without such a step there is no peak and nothing is detected.
     2. **Plateau** (end of the first phase): the first step ``t > p`` with ``t + w`` within the
-       curves and ``g_t <= depth * g_p`` (deep) and either
+       curves and either
 
-       (a) ``g_t = min g`` over ``[t - w, t + w]`` (a local minimum: the closest approach to a
-           saddle, after which the escape makes ``g`` grow), or
-       (b) ``L_{t-w} - L_t <= flat_rtol * max(L_0 - L_t, 0)`` (the last window covered a tiny
-           fraction of the total fall of the loss: slow convergence, no escape);
+       (a) ``g_t <= minimum_depth * g_p`` and ``g_t = min g`` over ``[t - w, t + w]`` (a local
+           minimum: the closest approach to a saddle, after which the escape makes ``g``
+           grow; ``minimum_depth`` is ``depth`` unless given), or
+       (b) ``g_t <= depth * g_p`` (deep) and ``L_{t-w} - L_t <= flat_rtol * max(L_0 - L_t, 0)``
+           (the last window covered a tiny fraction of the total fall of the loss: slow
+           convergence, no escape);
 
        (indices below 0 are clipped to 0).  The plateau is confirmed ``w`` steps after ``t``.
     3. **Escape fallback**: let ``c`` be the first step with ``overlap >= escape_overlap``.
@@ -207,8 +226,8 @@ def segment_phases(
         Finite training loss and gradient norm per recorded iterate.
     overlap : array (T,), optional
         ``Theta*`` overlap per iterate (NaN: unknown, never an escape).
-    window, depth, flat_rtol : int, float, float
-        The :class:`PlateauRule`.
+    window, depth, flat_rtol, minimum_depth : int, float, float, float or None
+        The :class:`PlateauRule` (``minimum_depth`` in place of ``depth`` in (a)).
     escape_overlap : float
         The overlap that counts as an escape.
 
@@ -237,7 +256,7 @@ def segment_phases(
     >>> ph.plateau_step == round(40 / 3 * np.log(2000))
     True
     """
-    rule = PlateauRule(window, depth, flat_rtol)
+    rule = PlateauRule(window, depth, flat_rtol, minimum_depth)
     thr = check_positive_float(escape_overlap, "escape_overlap")
     loss = _curve(loss, "loss")
     g = _curve(grad_norm, "grad_norm")

@@ -534,7 +534,7 @@ def plateau_of_curves(train_loss, grad_norm, overlap, rule):
         curves = [np.asarray(c, dtype=np.float64)[:1] for c in (train_loss, grad_norm, overlap)]
     return segment_phases(
         *curves, window=rule.window, depth=rule.depth, flat_rtol=rule.flat_rtol,
-        escape_overlap=ESCAPE_OVERLAP,
+        escape_overlap=ESCAPE_OVERLAP, minimum_depth=rule.minimum_depth,
     )  # fmt: skip
 
 

@@ -173,8 +173,8 @@ HESSIAN_NUMBERS = (
 #: ones (a step costs ``O(t^2)``).  At least ``VERTEX_WINDOW``: the vertex's parabola needs them
 PLATEAU_WINDOW = 20
 
-#: the largest ``g_t / g_peak`` of a plateau of the mean curves (``PlateauRule.depth`` of
-#: :func:`dmft_margin`'s default rule): any minimum of the smoothed mean gradient norm after the
+#: the largest ``g_t / g_peak`` of a minimum of the mean curves that is a plateau
+#: (``PlateauRule.minimum_depth`` of :func:`dmft_margin`'s default rule): any minimum of the smoothed mean gradient norm after the
 #: initial peak that the look-ahead confirms is a plateau, however shallow.  The mean curves of
 #: replicas are smooth on the scale of the look-ahead (docs/theory.md 8.10), so such a minimum
 #: is the closest approach to a saddle: ``W1`` is the *first* one, even when the norm has
@@ -184,13 +184,15 @@ PLATEAU_DEPTH = PEAK_DROP
 
 def dmft_plateau_rule() -> PlateauRule:
     """The plateau rule of DMFT curves (docs/theory.md 8.10): a look-ahead of
-    ``PLATEAU_WINDOW`` steps and any confirmed minimum up to ``PLATEAU_DEPTH`` of the peak.
+    ``PLATEAU_WINDOW`` steps, any confirmed minimum up to ``PLATEAU_DEPTH`` of the peak, and a
+    flat loss at gradient descent's depth (0.2 of the peak; higher up, a slow stretch of the
+    descent is not its end).
 
     Returns
     -------
     rmt.PlateauRule
     """
-    return PlateauRule(window=PLATEAU_WINDOW, depth=PLATEAU_DEPTH)
+    return PlateauRule(window=PLATEAU_WINDOW, minimum_depth=PLATEAU_DEPTH)
 
 
 #: a plateau that the rule finds by a flat loss, not by a minimum of the gradient norm, is the
@@ -533,7 +535,9 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     drift still to come.  The margins at ``b`` are the value when that is at most
     ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
     (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
-    ``a = b``.  ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
+    ``a = b``.  Minima of the continued norm are not looked for: once the norm nears the
+    draws' noise floor (at m = 1, a few hundredths of its peak) it wiggles by 5-30% over tens
+    of steps, as much as a shallow escape rises.  ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
     R = len(reps.results)
     hess, law = [{} for _ in range(R)], [{} for _ in range(R)]
 
