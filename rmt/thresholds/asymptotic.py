@@ -67,8 +67,9 @@ class DMFTEvaluation:
         Where the margins are read (docs/theory.md 8.10): at a minimum of the smoothed mean
         gradient norm, the plateau to a fraction of a step (the minimum of the least-squares
         parabola through that norm over ``t1 +- VERTEX_WINDOW`` steps, ``t1`` when it is not
-        convex or its minimum lies outside); after a flat loss without such a minimum,
-        ``t1 + PLATEAU_WINDOW``.  NaN when ``converged`` is False.
+        convex or its minimum lies outside); after a flat loss without such a minimum, the
+        step where the margin settled, ``t1 + PLATEAU_WINDOW`` or later.  NaN when
+        ``converged`` is False.
     law_shifts : numpy.ndarray or None
         Each replica's learning margin at the plateau step nearest ``vertex`` from its law of
         ``law_draws`` draws, less the mean of the margins from its ``LAW_CHECK_FACTOR``
@@ -174,8 +175,9 @@ HESSIAN_NUMBERS = (
 PLATEAU_WINDOW = 20
 
 #: the largest ``g_t / g_peak`` of a minimum of the mean curves that is a plateau
-#: (``PlateauRule.minimum_depth`` of :func:`dmft_margin`'s default rule): any minimum of the smoothed mean gradient norm after the
-#: initial peak that the look-ahead confirms is a plateau, however shallow.  The mean curves of
+#: (``PlateauRule.minimum_depth`` of :func:`dmft_plateau_rule`): any minimum of the smoothed
+#: mean gradient norm after the initial peak that the look-ahead confirms is a plateau,
+#: however shallow.  The mean curves of
 #: replicas are smooth on the scale of the look-ahead (docs/theory.md 8.10), so such a minimum
 #: is the closest approach to a saddle: ``W1`` is the *first* one, even when the norm has
 #: fallen only to a third of its peak
@@ -197,9 +199,9 @@ def dmft_plateau_rule() -> PlateauRule:
 
 #: a plateau that the rule finds by a flat loss, not by a minimum of the gradient norm, is the
 #: end of a first phase that converges: the learning margin is read ``PLATEAU_WINDOW`` steps
-#: later, and only when the drift still to come (the margin's change over those steps times
-#: ``rho / (1 - rho)``, ``rho`` the gradient norm's decay over them) is at most this fraction
-#: of its standard error (docs/theory.md 8.10)
+#: later, and further on (the solve continued) until the drift still to come (the margin's
+#: change over the last span times ``rho / (1 - rho)``, ``rho`` the gradient norm's decay over
+#: it) is at most this fraction of its standard error (docs/theory.md 8.10)
 SETTLED_FRACTION = 0.5
 
 #: the default standard error goal of :func:`dmft_delta_nn`, relative to ``delta_NN``
@@ -290,7 +292,8 @@ def dmft_margin(
         The plateau rule; default :func:`dmft_plateau_rule`.
         A plateau found by a minimum of the smoothed mean gradient norm is read at that
         minimum's vertex; one found by a flat loss (a first phase that converges without a
-        minimum) ``rule.window`` steps later, once the margin has settled there.
+        minimum) ``rule.window`` steps later or further on, where the margin has settled
+        (the solve continued as far as ``max_steps``).
     progress : bool
         A tqdm bar over the steps of each solve.
     relu_smoothing : float
@@ -535,9 +538,9 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     drift still to come.  The margins at ``b`` are the value when that is at most
     ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
     (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
-    ``a = b``.  Minima of the continued norm are not looked for: once the norm nears the
-    draws' noise floor (at m = 1, a few hundredths of its peak) it wiggles by 5-30% over tens
-    of steps, as much as a shallow escape rises.  ``laws`` and ``law_check`` as in :func:`_margins_at_plateau`."""
+    ``a = b``.  Minima of the continued norm are not looked for: near the draws' noise floor
+    it wiggles by as much as a shallow escape rises.  ``laws`` and ``law_check`` as in
+    :func:`_margins_at_plateau`."""
     R = len(reps.results)
     hess, law = [{} for _ in range(R)], [{} for _ in range(R)]
 
