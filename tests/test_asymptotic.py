@@ -329,6 +329,31 @@ def test_the_first_confirmed_minimum_is_the_plateau_however_shallow():
     assert abs(dt._vertex(reps, t1) - star) <= 2
 
 
+def test_a_continued_norm_that_rises_again_has_a_plateau_only_beyond_its_noise():
+    """While a converging phase is continued, a minimum of the smoothed mean norm is a plateau
+    only when the norms rise from it beyond the draws' noise (chosen on one half of the
+    replicas, tested on the other).  Eight replicas
+    of ``0.1 e^{-t/40} + 0.02 + 1e-3 (t - 150)_+ / 10`` (a minimum at step 150, then an
+    escape) with independent noise: the minimum, found within the smoothing's shift.  The
+    same curves without the escape, flat at the floor: the smoothed mean still has minima
+    (its own noise), and none is taken."""
+    from types import SimpleNamespace
+
+    t = np.arange(400.0)
+    rng = np.random.default_rng(3)
+    noise = rng.normal(0.0, 4e-3, (8, t.size))
+    floor = 0.1 * np.exp(-t / 40) + 0.02
+    rise = floor + 1e-3 * np.clip(t - 150, 0, None) / 10
+    escape = [SimpleNamespace(grad_norm=rise + e) for e in noise]
+    low = dt._escape_minimum(escape, 60, 300, dt.PLATEAU_WINDOW)
+    assert low is not None and abs(low - 150) <= 15
+    flat = [SimpleNamespace(grad_norm=floor + e) for e in noise]
+    g = smoothed_curve(np.mean([r.grad_norm for r in flat], axis=0))
+    lows = [s for s in range(180, 370) if g[s] == g[s - 20 : s + 21].min()]
+    assert lows  # the noise makes minima that the look-ahead alone would confirm
+    assert dt._escape_minimum(flat, 180, 390, dt.PLATEAU_WINDOW) is None
+
+
 def _margins_of_a_longer_solve(model, net, delta, steps, times, n_samples, law_draws):
     """The mean learning margin (and its standard error) at ``times`` of the replicas of
     :func:`rmt.dmft_margin`'s defaults (8 replicas, seed 0), solved without stopping for

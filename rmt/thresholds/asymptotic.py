@@ -524,6 +524,39 @@ def _lowest_after(results, t1, window):
     return t1 + low if low < g.size - 1 else None
 
 
+#: the one-sided t statistic by which the smoothed norm must rise after a minimum found while a
+#: converging phase is continued, for that minimum to be a plateau: near the draws' noise floor
+#: the mean norm wiggles by as much as a shallow escape rises (docs/theory.md 8.10)
+ESCAPE_T = 3.0
+
+
+def _escape_minimum(results, t1, b, window):
+    """The step of the least smoothed mean gradient norm over ``t1 .. b`` when it is followed
+    there by ``window`` steps and by a rise beyond the draws' noise; else None.
+
+    The replicas are split in two halves (even and odd).  On the mean norm of one half, the
+    least step over ``t1 .. b`` (with ``window`` steps after it) and the highest step after it
+    are chosen; on the other half's replicas, the rise of their own smoothed norms between
+    those two steps must exceed ``ESCAPE_T`` standard errors (the choice made on independent
+    draws, so the test is not biased by it).  Both halves must confirm each other's rise;
+    with fewer than 4 replicas nothing is confirmed."""
+    G = np.array([smoothed_curve(r.grad_norm) for r in results])
+    halves = (G[0::2], G[1::2])
+    for pick, test in (halves, halves[::-1]):
+        if test.shape[0] < 2:
+            return None
+        g = pick.mean(axis=0)
+        low = t1 + int(np.argmin(g[t1 : b + 1]))
+        if low + window > b:
+            return None
+        top = low + int(np.argmax(g[low : b + 1]))
+        rise = test[:, top] - test[:, low]
+        if not rise.mean() > ESCAPE_T * rise.std(ddof=1) / np.sqrt(rise.size):
+            return None
+    g = G.mean(axis=0)
+    return t1 + int(np.argmin(g[t1 : b + 1]))
+
+
 def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_decay, failed,
                           laws=None, law_check=False):  # fmt: skip
     """Each replica's learning margin along a first phase that converges, once it has settled,
@@ -538,9 +571,9 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     drift still to come.  The margins at ``b`` are the value when that is at most
     ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
     (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
-    ``a = b``.  Minima of the continued norm are not looked for: near the draws' noise floor
-    it wiggles by as much as a shallow escape rises.  ``laws`` and ``law_check`` as in
-    :func:`_margins_at_plateau`."""
+    ``a = b``; when the continued norm rises again from a minimum by more than its noise
+    (:func:`_escape_minimum`), that minimum is the plateau after all.  ``laws`` and
+    ``law_check`` as in :func:`_margins_at_plateau`."""
     R = len(reps.results)
     hess, law = [{} for _ in range(R)], [{} for _ in range(R)]
 
@@ -562,6 +595,11 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
             reps = extend_replicas(reps, need, progress, stop_at_plateau=False)
             if not reps.converged:
                 return failed(f"the DMFT solve continued past step {t1} {reps.message}", t1)
+            low = _escape_minimum(reps.results, t1, b, window)
+            if low is not None:  # the norm rose again from a minimum: a plateau after all
+                return _margins_at_plateau(
+                    reps.results, net, low, weight_decay, failed, laws, law_check
+                )
         read(reps.results, (a, b))
         hs = tuple(hess[i][b] for i in range(R))
         bad = [f"replica {i} at step {t}: {hess[i][t].message}" for t in (a, b)
