@@ -53,15 +53,16 @@ class PlateauRule:
     minimum_depth: float | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "window", check_positive_int(self.window, "window"))
-        for name in ("depth", "minimum_depth"):
-            value = getattr(self, name)
-            if value is None and name == "minimum_depth":
-                value = self.depth
+        def fraction_of_peak(value, name):
             value = check_positive_float(value, name)
             if value > PEAK_DROP:
                 raise ValueError(f"{name} must be in (0, {PEAK_DROP}]; got {value!r}")
-            object.__setattr__(self, name, value)
+            return value
+
+        object.__setattr__(self, "window", check_positive_int(self.window, "window"))
+        object.__setattr__(self, "depth", fraction_of_peak(self.depth, "depth"))
+        low = self.depth if self.minimum_depth is None else self.minimum_depth
+        object.__setattr__(self, "minimum_depth", fraction_of_peak(low, "minimum_depth"))
         object.__setattr__(self, "flat_rtol", check_nonneg_float(self.flat_rtol, "flat_rtol"))
 
 

@@ -424,7 +424,7 @@ def _not_settling(results, rule, lr) -> str:
     its bottom; one that rises back towards its peak, or wanders at a high level (gradient
     descent oscillating at a step size it cannot settle at), will not reach a plateau by going
     on, and each further step costs ``O(t^2)``."""
-    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))
+    g = _mean_norm(results)
     last = np.diff(g[-rule.window - 1 :])
     # the steps between the peak and the last window: a first phase under way ends below them
     # all, while a norm that wanders has falling stretches that stay above its earlier lows
@@ -448,12 +448,17 @@ def _not_settling(results, rule, lr) -> str:
 VERTEX_WINDOW = 20
 
 
+def _mean_norm(results, drop=None) -> np.ndarray:
+    """The smoothed mean gradient norm of ``results`` (leaving out replica ``drop``)."""
+    keep = [r.grad_norm for i, r in enumerate(results) if i != drop]
+    return smoothed_curve(np.mean(keep, axis=0))
+
+
 def _vertex(results, t1, drop=None) -> float:
     """The minimum of the least-squares parabola through the smoothed mean gradient norm of
     ``results`` (leaving out replica ``drop``) over ``t1 +- VERTEX_WINDOW``; ``t1`` itself (the
     rule's minimum) when the parabola is not convex or its minimum lies outside that window."""
-    keep = [r.grad_norm for i, r in enumerate(results) if i != drop]
-    g = smoothed_curve(np.mean(keep, axis=0))
+    g = _mean_norm(results, drop)
     lo, hi = max(t1 - VERTEX_WINDOW, 0), min(t1 + VERTEX_WINDOW, g.size - 1)
     ts = np.arange(lo, hi + 1)
     if ts.size < 3:
@@ -461,6 +466,31 @@ def _vertex(results, t1, drop=None) -> float:
     a, b, _ = np.polyfit(ts - t1, g[ts], 2)
     v = t1 - b / (2 * a) if a > 0 else np.nan
     return float(v) if lo <= v <= hi else float(t1)
+
+
+def _hessians_at(results, net, times, weight_decay, laws=None):
+    """Each replica's Hessian at each step of ``times``, ``{t: [DMFTHessian per replica]}``,
+    and each replica's laws there (``laws(i, result, times)``, or empty dicts: each law then
+    from the solve's own draws)."""
+    if laws is None:
+        by_replica = [{} for _ in results]
+    else:
+        by_replica = [laws(i, r, times) for i, r in enumerate(results)]
+    at = {
+        t: [
+            hessian_at_step(r, net, t, "mean curves", weight_decay, law=by_replica[i].get(t))
+            for i, r in enumerate(results)
+        ]
+        for t in times
+    }
+    return at, by_replica
+
+
+def _failed_spectra(at, times) -> str:
+    """The first three failures among the Hessians ``at[t]``, ``t`` in ``times`` ('' if none)."""
+    bad = [f"replica {i} at step {t}: {h.message}" for t in times
+           for i, h in enumerate(at[t]) if not h.converged]  # fmt: skip
+    return "; ".join(bad[:3])
 
 
 def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_check=False):
@@ -475,22 +505,11 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_c
     loo_v = [_vertex(results, t1, drop=r) for r in range(R)]
     last = results[0].steps - 1
     times = list(range(int(np.floor(min(v, *loo_v))), min(int(np.ceil(max(v, *loo_v))), last) + 1))
-    if laws is None:
-        by_replica = [{} for _ in results]
-    else:
-        by_replica = [laws(i, r, times) for i, r in enumerate(results)]
-    at = {
-        t: [
-            hessian_at_step(r, net, t, "mean curves", weight_decay, law=by_replica[i].get(t))
-            for i, r in enumerate(results)
-        ]
-        for t in times
-    }
+    at, by_replica = _hessians_at(results, net, times, weight_decay, laws)
     hs = at[int(np.clip(round(v), times[0], times[-1]))]
-    bad = [f"replica {i} at step {t}: {h.message}" for t in times
-           for i, h in enumerate(at[t]) if not h.converged]  # fmt: skip
+    bad = _failed_spectra(at, times)
     if bad:
-        return failed("; ".join(bad[:3]), t1, hs)
+        return failed(bad, t1, hs)
     M = np.array([[h.learning_margin for h in at[t]] for t in times]).T  # (R, steps)
     margins = np.array([np.interp(v, times, M[i]) for i in range(R)])
     loo = np.array([np.interp(loo_v[r], times, np.delete(M, r, axis=0).mean(axis=0))
@@ -519,7 +538,7 @@ def _lowest_after(results, t1, window):
     """The step of the least smoothed mean gradient norm over ``t1 .. t1 + window`` when the
     norm rises again before the end of those steps (a minimum that the loss's flatness
     anticipated), else None (the norm still falls)."""
-    g = smoothed_curve(np.mean([r.grad_norm for r in results], axis=0))[t1 : t1 + window + 1]
+    g = _mean_norm(results)[t1 : t1 + window + 1]
     low = int(np.argmin(g))
     return t1 + low if low < g.size - 1 else None
 
@@ -575,15 +594,15 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     (:func:`_escape_minimum`), that minimum is the plateau after all.  ``laws`` and
     ``law_check`` as in :func:`_margins_at_plateau`."""
     R = len(reps.results)
-    hess, law = [{} for _ in range(R)], [{} for _ in range(R)]
+    at, law = {}, [{} for _ in range(R)]
 
     def read(results, times):  # the Hessians at new steps; the laws' draws are causal
-        new = [t for t in times if t not in hess[0]]
-        for i, r in enumerate(results):
-            got = {} if laws is None or not new else laws(i, r, new)
-            law[i].update(got)
-            for t in new:
-                hess[i][t] = hessian_at_step(r, net, t, "mean curves", weight_decay, law=got.get(t))
+        new = [t for t in times if t not in at]
+        if new:
+            got, laws_got = _hessians_at(results, net, new, weight_decay, laws)
+            at.update(got)
+            for i, d in enumerate(laws_got):
+                law[i].update(d)
 
     a, b = t1, t1 + window
     why, hs = "", ()  # the solve stopped at the plateau holds step b = t1 + window
@@ -601,17 +620,16 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
                     reps.results, net, low, weight_decay, failed, laws, law_check
                 )
         read(reps.results, (a, b))
-        hs = tuple(hess[i][b] for i in range(R))
-        bad = [f"replica {i} at step {t}: {hess[i][t].message}" for t in (a, b)
-               for i in range(R) if not hess[i][t].converged]  # fmt: skip
+        hs = tuple(at[b])
+        bad = _failed_spectra(at, (a, b))
         if bad:
-            return failed("; ".join(bad[:3]), t1, hs)
-        before = np.array([hess[i][a].learning_margin for i in range(R)])
+            return failed(bad, t1, hs)
+        before = np.array([h.learning_margin for h in at[a]])
         margins = np.array([h.learning_margin for h in hs])
         loo = np.array([np.delete(margins, r).mean() for r in range(R)])
         se = _jackknife_se(loo)
         change = float(margins.mean() - before.mean())
-        g = smoothed_curve(np.mean([r.grad_norm for r in reps.results], axis=0))
+        g = _mean_norm(reps.results)
         rho = float(g[b] / g[a])
         to_come = abs(change) * rho / (1 - rho) if rho < 1 else (np.inf if change else 0.0)
         if to_come <= SETTLED_FRACTION * se:
