@@ -179,16 +179,27 @@ def test_the_pilot_slope_is_the_least_squares_line_over_its_near_points():
         assert slopes[r] == pytest.approx(np.polyfit(x, y, 1)[0], rel=1e-10)
 
 
-def test_a_pilot_that_misses_the_root_is_corrected_with_full_evaluations(monkeypatch):
-    """The pilot's margin has its root 0.4 too high: the Newton step from its root leaves the
-    pilot's bracket, so full evaluations straddle the root and the value is interpolated
-    between them: the root of the full margin and its jackknife error, exactly."""
+@pytest.mark.parametrize("shift, full_evaluations", [(0.2, 2), (0.4, 3), (-0.3, 3)])
+def test_a_pilot_that_misses_the_root_is_corrected_with_full_evaluations(
+    monkeypatch, shift, full_evaluations
+):
+    """The pilot's margin has its root ``shift`` away: the Newton step from its root leaves
+    ``NEWTON_STEP``, so one full evaluation goes past the Newton value, on the far side from
+    the pilot's root; the two bracket the root (narrowed by regula falsi when they are more
+    than ``rtol`` apart) and the value is interpolated between the closest two: the root of
+    the full margin and its jackknife error, exactly."""
     calls = []
-    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, pilot_shift=0.4))
+    monkeypatch.setattr(dt, "dmft_margin", _planted(calls=calls, pilot_shift=shift))
     out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
     want = _assert_the_planted_root(out)
-    assert "interpolated" in out.message and len(out.evaluations) >= 3
-    assert out.lo < want < out.hi
+    assert "interpolated" in out.message and len(out.evaluations) == full_evaluations
+    assert out.lo < want < out.hi and out.hi / out.lo <= 1.1
+    # the first full evaluation is at the pilot's root (exact: a linear margin); the next
+    # go away from it past the Newton value (at -0.3 the first of them falls short)
+    full = [x for x, n in calls if n == 4000]
+    assert full[0] == pytest.approx(ROOT + shift - OFFSETS[:8].mean() / SLOPE, rel=1e-9)
+    assert (full[1] - full[0]) * (want - full[0]) > 0
+    assert any((x - want) * (full[0] - want) < 0 for x in full[1:])
 
 
 def test_the_walk_keeps_its_direction_when_two_close_margins_are_noise():
@@ -522,6 +533,31 @@ def test_the_law_check_flags_a_margin_shift_larger_than_its_error(monkeypatch):
         assert out.converged is not flagged
         assert bool(np.isnan(out.value)) is flagged
         assert ("not converged in the law's draws" in out.message) is flagged
+
+
+def test_a_missed_root_is_law_checked_at_the_pilots_root_before_more_evaluations(monkeypatch):
+    """When the pilot missed the root, the law check reads the full evaluation at the pilot's
+    root: a shift beyond the margin's error there ends the search with no value and no
+    further full evaluation; a shift within it lets the search bracket the root."""
+    spread = np.array([0.002, -0.001, 0.0, 0.001, -0.002, 0.0015, -0.0005, -0.001])
+    for mean, flagged in [(0.05, True), (0.0, False)]:
+        calls = []
+        fake = _planted(calls=calls, pilot_shift=0.4)
+
+        def with_shifts(*args, fake=fake, mean=mean, law_check=False, **kwargs):
+            ev = fake(*args, **kwargs)
+            shifts = -(mean + spread[: ev.margins.size]) if law_check else None
+            return dataclasses.replace(ev, law_shifts=shifts)
+
+        monkeypatch.setattr(dt, "dmft_margin", with_shifts)
+        out = rmt.dmft_delta_nn(None, None, n_samples=4000, pilot=4)
+        full = [x for x, n in calls if n == 4000]
+        assert out.converged is not flagged and len(full) == (1 if flagged else 3)
+        assert full[0] == pytest.approx(ROOT + 0.4 - OFFSETS[:8].mean() / SLOPE, rel=1e-9)
+        np.testing.assert_allclose(out.law_shift, -mean, atol=1e-12)
+        if flagged:
+            assert np.isnan(out.value) and "not converged in the law's draws" in out.message
+            assert f"delta = {full[0]:.4g}" in out.message
 
 
 def test_a_square_loss_margin_moves_with_the_law_draws_and_a_huber_one_does_not():

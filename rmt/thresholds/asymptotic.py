@@ -591,8 +591,11 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
     (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
     ``a = b``; when the continued norm rises again from a minimum by more than its noise
-    (:func:`_escape_minimum`), that minimum is the plateau after all.  ``laws`` and
-    ``law_check`` as in :func:`_margins_at_plateau`."""
+    (:func:`_escape_minimum`), that minimum is the plateau after all.  While the norm known
+    so far has a minimum ``low`` before its last step ``l``, the replicas are continued first
+    to ``max(low + 2 window, l + window)``, where an escape from it can show, and tested
+    there (the margins are read at the same steps either way).  ``laws`` and ``law_check`` as
+    in :func:`_margins_at_plateau`."""
     R = len(reps.results)
     at, law = {}, [{} for _ in range(R)]
 
@@ -608,13 +611,22 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     why, hs = "", ()  # the solve stopped at the plateau holds step b = t1 + window
     while True:
         need = b + CURVE_SMOOTHING + 1  # the smoothed norm known at b
-        if reps.results[0].steps < need:
+        while reps.results[0].steps < need:
             if need > max_steps:
                 return failed(f"no plateau reached within {max_steps} steps: {why}", t1, hs)
-            reps = extend_replicas(reps, need, progress, stop_at_plateau=False)
+            # a minimum of the norm before the last step known: continue first to where an
+            # escape from it can show
+            g = _mean_norm(reps.results)
+            last = g.size - 1
+            low = t1 + int(np.argmin(g[t1:]))
+            soon = max(low + 2 * window, last + window) + CURVE_SMOOTHING + 1
+            reps = extend_replicas(
+                reps, min(need, soon) if low < last else need, progress, stop_at_plateau=False
+            )
             if not reps.converged:
                 return failed(f"the DMFT solve continued past step {t1} {reps.message}", t1)
-            low = _escape_minimum(reps.results, t1, b, window)
+            low = _escape_minimum(reps.results, t1, reps.results[0].steps - CURVE_SMOOTHING - 1,
+                                  window)  # fmt: skip
             if low is not None:  # the norm rose again from a minimum: a plateau after all
                 return _margins_at_plateau(
                     reps.results, net, low, weight_decay, failed, laws, law_check
@@ -904,8 +916,9 @@ def dmft_delta_nn(
         The walk and the refinement use ``n_samples // pilot`` draws a replica (and
         ``law_draws // pilot`` for the laws); then one evaluation with ``n_samples`` draws at
         the pilot's root gives the value by a Newton step with the pilot's slope (when that
-        step exceeds ``NEWTON_STEP``, full evaluations straddle the root and the value is
-        interpolated between them, without further replicas).  ``pilot=1``: every
+        step exceeds ``NEWTON_STEP``, further full evaluations go past the Newton value
+        until one has the other sign, and the value is interpolated between the two closest
+        that straddle the root, without further replicas).  ``pilot=1``: every
         evaluation with ``n_samples`` draws, the value interpolated.
     law_draws : int or None
         As in :func:`dmft_margin`: the fresh draws of each replica's Hessian law.
@@ -926,8 +939,9 @@ def dmft_delta_nn(
     DMFTThreshold
         ``converged`` is False, with the reason and every evaluation, when no sign change was
         bracketed in ``[lo, hi]``, an evaluation failed where the search needed it,
-        ``max_evals`` ran out, or the margin where the value is read still moves with the
-        number of the law's draws (``law_shift``: a change from parts of a quarter of
+        ``max_evals`` ran out, or the margin of the full evaluation at the pilot's root
+        (without a pilot: where the value is read) still moves with the number of the law's
+        draws (``law_shift``: a change from parts of a quarter of
         ``law_draws`` to all of them that a test at level ``LAW_CHECK_LEVEL`` finds larger
         than the margin's standard error); ``value`` and ``stderr`` are then NaN.  A network
         whose Hessian is positive semidefinite at every ``W`` (``net.hessian_is_psd``: ReLU
@@ -995,12 +1009,23 @@ def dmft_delta_nn(
                 f"{search.failures() or _same_sign(search.evals)}"
             )
         neg, pos, done = _refine(search, *ends, rtol)
-        newton = None
+        newton = first = None
         if done and pilot > 1:
-            newton, guess = _newton(full, search.evals, neg, pos)
-            if newton is None:  # the pilot missed the root: straddle it with full draws
+            newton, guess, first = _newton(full, search.evals, neg, pos)
+            if newton is None:  # the pilot missed the root: bracket it with full draws
                 guess_se = _interpolated_root(neg, pos)[1]
-                neg, pos, done = _straddle(full, min(max(guess, lo), hi), guess_se, lo, hi)
+                guess = min(max(guess, lo), hi)
+                if first is None:
+                    neg, pos, done = _straddle(full, guess, guess_se, lo, hi)
+                else:  # the law check at the pilot's root, then one point past the guess
+                    moving = _law_not_converged([first]) if check else ""
+                    if moving:
+                        return _no_value(
+                            lo, hi, moving, evaluations=full.evals, replicas=replicas,
+                            n_samples=n_samples, pilot_evaluations=search.evals,
+                            law_shift=first.law_shift[0], law_shift_se=first.law_shift[1],
+                        )  # fmt: skip
+                    neg, pos, done = _past_guess(full, first, guess, guess_se, lo, hi)
                 if done:  # moved out: narrow again with the full draws
                     neg, pos, done = _refine(full, neg, pos, rtol)
     except _OutOfEvaluations:
@@ -1013,10 +1038,10 @@ def dmft_delta_nn(
     used = replicas
     if newton is not None:
 
-        def more(delta, count, first):
+        def more(delta, count, start):
             return dmft_margin(
                 model, net, delta, replicas=count, n_samples=n_samples, rng=rng,
-                law_draws=law_draws, first_replica=first, law_check=check, **kwargs,
+                law_draws=law_draws, first_replica=start, law_check=check, **kwargs,
             )  # fmt: skip
 
         ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
@@ -1028,9 +1053,11 @@ def dmft_delta_nn(
         value, se = _interpolated_root(neg, pos)
         a, b = sorted((neg.delta, pos.delta))
         how = "interpolated"
-    checked = [ev] if ev is not None else [neg, pos]
+    # the law check reads the full evaluation at the pilot's root (with its further replicas)
+    # or, without one, the two that give the value; a missed root's was read above
+    checked = [ev] if ev is not None else [first] if first is not None else [neg, pos]
     shift, shift_se = _nearest(checked).law_shift
-    if check:
+    if check and (first is None or ev is not None):
         moving = _law_not_converged(checked)
         if moving:
             return _no_value(
@@ -1118,7 +1145,7 @@ def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, law_chec
 
 
 #: the largest Newton step from the pilot's root, in ``log delta``, that :func:`_newton`
-#: takes; a larger one means the pilot missed the root, and full evaluations straddle it
+#: takes; a larger one means the pilot missed the root, and full evaluations bracket it
 NEWTON_STEP = 0.05
 
 #: the pilot's evaluations within this factor of its root enter the slope of the margin in
@@ -1151,18 +1178,20 @@ def _newton(search, pilot, neg, pos):
     ``r0``, and a Newton step from it in ``log delta`` with the pilot's slope ``s``
     (:func:`_pilot_slope`): ``r0 exp(-g(r0) / s)``.
 
-    Returns ``(ev, s, slopes, r0, other)`` (``other`` the pilot's end of the sign opposite
-    to ``ev``) or ``(None, guess)`` when the evaluation failed, a slope has the wrong sign,
-    or the step exceeds ``NEWTON_STEP`` (the pilot missed the root), with ``guess`` the
-    Newton value (``r0`` when there is none)."""
+    Returns ``(newton, guess, ev)``: ``newton = (ev, s, slopes, r0, other)`` (``other`` the
+    pilot's end of the sign opposite to ``ev``) and ``guess = None``; or ``newton = None``
+    when the evaluation failed, a slope has the wrong sign, or the step exceeds
+    ``NEWTON_STEP`` (the pilot missed the root), with ``guess`` the Newton value (``r0`` when
+    there is none) and ``ev`` the full evaluation at ``r0`` when the step alone was too large
+    (else None)."""
     r0, _ = _interpolated_root(neg, pos)
     slope, slopes = _pilot_slope(pilot, r0, neg, pos)
     ev = search(r0)
     if not ev.sign or not (slope > 0 and np.all(slopes > 0)):
-        return None, r0
+        return None, r0, None
     if not abs(ev.margin / slope) <= NEWTON_STEP:
-        return None, float(r0 * np.exp(-ev.margin / slope))
-    return (ev, slope, slopes, r0, pos.delta if ev.sign < 0 else neg.delta), None
+        return None, float(r0 * np.exp(-ev.margin / slope)), ev
+    return (ev, slope, slopes, r0, pos.delta if ev.sign < 0 else neg.delta), None, ev
 
 
 def _newton_value(ev, slope, slopes, r0, other):
@@ -1253,6 +1282,26 @@ def _top_up(evaluate_more, newton, goal_rtol, max_replicas, progress):
 
 #: the fewest replicas that :func:`_top_up` adds at once
 MIN_BATCH = 4
+
+
+def _past_guess(search, first, guess, guess_se, lo, hi, tries=3):
+    """Full evaluations past ``guess``, the Newton value from the full evaluation ``first``
+    at the pilot's root (a step larger than ``NEWTON_STEP``), on the far side from ``first``:
+    ``guess_se`` beyond it (between 2% and 5% of ``guess``); while such a point keeps
+    ``first``'s sign it takes ``first``'s place and a point twice as far out is added.
+    Returns ``(neg, pos, found)``: ``first`` (or its replacement) and the last point make the
+    bracket."""
+    h = float(np.clip(guess_se, 0.02 * guess, 0.05 * guess))
+    up, near = guess > first.delta, first
+    for _ in range(tries + 1):
+        x = min(max(guess + h if up else guess - h, lo), hi)
+        ev = search(x)
+        if ev.sign and ev.sign != near.sign:
+            return ((ev, near) if ev.sign < 0 else (near, ev)) + (True,)
+        if not ev.sign or x in (lo, hi):
+            break
+        near, h = ev, 2 * h
+    return near, ev, False
 
 
 def _straddle(search, guess, guess_se, lo, hi, tries=3):
