@@ -646,11 +646,20 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
         to_come = abs(change) * rho / (1 - rho) if rho < 1 else (np.inf if change else 0.0)
         if to_come <= SETTLED_FRACTION * se:
             break
+        if rho < 1:
+            drift = (
+                f"the norm fell to {rho:.2f} of its value and the learning margin moved by "
+                f"{change:+.2g}, so about {to_come:.2g} of its drift is still to come"
+            )
+        else:
+            drift = (
+                f"the norm rose to {rho:.2f} of its value without an escape beyond its noise "
+                f"and the learning margin moved by {change:+.2g}"
+            )
         why = (
             f"the smoothed mean gradient norm falls without a minimum (the loss is flat from "
-            f"step {t1}); from step {a} to {b} the norm fell to {rho:.2f} of its value and the "
-            f"learning margin moved by {change:+.2g}, so about {to_come:.2g} of its drift is "
-            f"still to come, more than {SETTLED_FRACTION:g} of its standard error {se:.2g}"
+            f"step {t1}); from step {a} to {b} {drift}, more than {SETTLED_FRACTION:g} of its "
+            f"standard error {se:.2g}"
         )
         a, b = b, b + 2 * (b - a)
     shifts = None
