@@ -625,11 +625,12 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
             )
             if not reps.converged:
                 return failed(f"the DMFT solve continued past step {t1} {reps.message}", t1)
-            low = _escape_minimum(reps.results, t1, reps.results[0].steps - CURVE_SMOOTHING - 1,
-                                  window)  # fmt: skip
-            if low is not None:  # the norm rose again from a minimum: a plateau after all
+            escaped = _escape_minimum(
+                reps.results, t1, reps.results[0].steps - CURVE_SMOOTHING - 1, window
+            )
+            if escaped is not None:  # the norm rose again from a minimum: a plateau after all
                 return _margins_at_plateau(
-                    reps.results, net, low, weight_decay, failed, laws, law_check
+                    reps.results, net, escaped, weight_decay, failed, laws, law_check
                 )
         read(reps.results, (a, b))
         hs = tuple(at[b])
@@ -1004,11 +1005,16 @@ def dmft_delta_nn(
         evaluate = _evaluator(model, net, replicas, few, few_law, rng, kwargs)
         search = _Search(evaluate, max_evals, progress)
 
-    def failed(message):
+    def failed(message, used=replicas, law_shift=(np.nan, np.nan)):
         return _no_value(
-            lo, hi, message, evaluations=full.evals, replicas=replicas, n_samples=n_samples,
-            pilot_evaluations=search.evals,
+            lo, hi, message, evaluations=full.evals, replicas=used, n_samples=n_samples,
+            pilot_evaluations=search.evals, law_shift=law_shift[0], law_shift_se=law_shift[1],
         )  # fmt: skip
+
+    def moved_with_law(evs, used=replicas):
+        """No value when the law check finds the margins of ``evs`` still moving, else None."""
+        moving = _law_not_converged(evs) if check else ""
+        return failed(moving, used, _nearest(evs).law_shift) if moving else None
 
     try:
         ends = _bracket(search, start, lo, hi)
@@ -1027,13 +1033,9 @@ def dmft_delta_nn(
                 if first is None:
                     neg, pos, done = _straddle(full, guess, guess_se, lo, hi)
                 else:  # the law check at the pilot's root, then one point past the guess
-                    moving = _law_not_converged([first]) if check else ""
-                    if moving:
-                        return _no_value(
-                            lo, hi, moving, evaluations=full.evals, replicas=replicas,
-                            n_samples=n_samples, pilot_evaluations=search.evals,
-                            law_shift=first.law_shift[0], law_shift_se=first.law_shift[1],
-                        )  # fmt: skip
+                    refused = moved_with_law([first])
+                    if refused:
+                        return refused
                     neg, pos, done = _past_guess(full, first, guess, guess_se, lo, hi)
                 if done:  # moved out: narrow again with the full draws
                     neg, pos, done = _refine(full, neg, pos, rtol)
@@ -1066,13 +1068,9 @@ def dmft_delta_nn(
     # or, without one, the two that give the value; a missed root's was read above
     checked = [ev] if ev is not None else [first] if first is not None else [neg, pos]
     shift, shift_se = _nearest(checked).law_shift
-    if check and (first is None or ev is not None):
-        moving = _law_not_converged(checked)
-        if moving:
-            return _no_value(
-                lo, hi, moving, evaluations=full.evals, replicas=used, n_samples=n_samples,
-                pilot_evaluations=search.evals, law_shift=shift, law_shift_se=shift_se,
-            )  # fmt: skip
+    refused = moved_with_law(checked, used) if first is None or ev is not None else None
+    if refused:
+        return refused
     return DMFTThreshold(
         value=value,
         stderr=se,
