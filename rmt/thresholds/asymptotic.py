@@ -662,7 +662,15 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
             f"step {t1}); from step {a} to {b} {drift}, more than {SETTLED_FRACTION:g} of its "
             f"standard error {se:.2g}"
         )
-        a, b = b, b + 2 * (b - a)
+        settles = _settling_step(b - a, rho, to_come, SETTLED_FRACTION * se)
+        if settles is not None and b + settles + CURVE_SMOOTHING + 1 > max_steps:
+            return failed(
+                f"no plateau reached within {max_steps} steps: {why}; at the norm's rate of "
+                f"decay over that span the margin would settle near step {b + settles}",
+                t1, hs,
+            )  # fmt: skip
+        span = b - a
+        a, b = b, b + (2 * span if settles is None else min(max(settles, span), 2 * span))
     shifts = None
     if law_check:
         shifts = np.array([_law_shift(r, net, b, weight_decay, law[i][b], hs[i])
@@ -681,6 +689,22 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
         vertex=float(b),
         law_shifts=shifts,
     )
+
+
+def _settling_step(span, rho, to_come, goal):
+    """Steps after a read until the margin's drift still to come falls to ``goal``, if the
+    gradient norm goes on decaying at its rate over the last ``span`` steps (``rho`` of its
+    value over them) and the drift with it, as :func:`_margins_when_settled` assumes; None
+    when the norm did not fall (``rho >= 1``) or no positive goal is set.
+
+    A norm whose decay slows (the usual way a converging phase approaches its limit) settles
+    the margin no sooner than this, so a step past the budget means it does not settle within
+    it (docs/theory.md 8.10)."""
+    if not (0 < rho < 1) or not goal > 0 or not np.isfinite(to_come):
+        return None
+    if to_come <= goal:
+        return 0
+    return int(np.ceil(span * np.log(goal / to_come) / np.log(rho)))
 
 
 def _law_shift(result, net, t, weight_decay, law, hessian) -> float:
