@@ -589,9 +589,12 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     approaches its limit as the norm does (geometrically) has ``|Delta| rho / (1 - rho)`` of its
     drift still to come.  The margins at ``b`` are the value when that is at most
     ``SETTLED_FRACTION`` of their standard error; else the replicas are continued
-    (:func:`rmt.dynamics.dmft.extend_replicas`) and read again at ``b + 2 (b - a)``, from
-    ``a = b``; when the continued norm rises again from a minimum by more than its noise
-    (:func:`_escape_minimum`), that minimum is the plateau after all.  While the norm known
+    (:func:`rmt.dynamics.dmft.extend_replicas`) and read again, from ``a = b``, at the step
+    where the drift still to come would reach that goal at the norm's rate of decay over the
+    last span (:func:`_settling_step`), kept between ``b + (b - a)`` and ``b + 2 (b - a)``;
+    when that step lies past ``max_steps`` the evaluation fails at once.  When the continued
+    norm rises again from a minimum by more than its noise (:func:`_escape_minimum`), that
+    minimum is the plateau after all.  While the norm known
     so far has a minimum ``low`` before its last step ``l``, the replicas are continued first
     to ``max(low + 2 window, l + window)``, where an escape from it can show, and tested
     there (the margins are read at the same steps either way).  ``laws`` and ``law_check`` as
