@@ -389,9 +389,8 @@ def test_a_first_phase_that_converges_gives_a_margin_only_once_it_has_settled():
     solved at once to 200 steps beyond, at the step read, and 200 steps later it has moved by
     at most ``SETTLED_FRACTION`` of its error (0.0011 against 0.0022; from ``t1 + 20``, where
     the rule's look-ahead ends, it moves by 0.0043).  At ``delta = 4`` it does not settle
-    within 300 steps: the evaluation is refused at a read well before the budget, where the
-    norm's rate of decay puts the settling step past it, and the longer solve shows the
-    margin read at the last step the budget allows still moving by more than
+    within 300 steps: the evaluation is refused, and the longer solve shows the margin at the
+    last step a read within the budget reaches still moving by more than
     ``SETTLED_FRACTION`` of its error (0.0040 by step 600 against 0.0035).  erf/Huber at
     ``delta = 16`` converges fast: read 20 steps after the loss goes flat."""
     model = rmt.MultiIndexModel("phase_retrieval")
@@ -409,9 +408,6 @@ def test_a_first_phase_that_converges_gives_a_margin_only_once_it_has_settled():
     ev = rmt.dmft_margin(model, soft, 4.0, replicas=8, n_samples=400, law_draws=2000,
                          max_steps=300)  # fmt: skip
     assert not ev.converged and ev.message.startswith("no plateau reached within 300 steps")
-    predicted = int(ev.message.rsplit("settle near step ", 1)[1])
-    read = max(h.t1 for h in ev.hessians)  # the last read, where the prediction was made
-    assert read + CURVE_SMOOTHING + 1 < 300 - 2 * dt.PLATEAU_WINDOW < 300 < predicted
     last = 300 - CURVE_SMOOTHING - 1  # the last step a read within the budget can reach
     t = ev.t1 + dt.PLATEAU_WINDOW
     M, se = _margins_of_a_longer_solve(model, soft, 4.0, 610, [t, last, 600], 400, 2000)
