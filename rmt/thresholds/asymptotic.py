@@ -667,8 +667,8 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
         # the next read where the drift would have settled at the norm's last rate of decay,
         # within one to two spans; a norm levelling off before an escape reads as a slow
         # decay, so a far prediction is not a refusal: the doubling read, and the escape test
-        settles = _settling_step(b - a, rho, to_come, SETTLED_FRACTION * se)
         span = b - a
+        settles = _settling_step(span, rho, to_come, SETTLED_FRACTION * se)
         a, b = b, b + (2 * span if settles is None else min(max(settles, span), 2 * span))
     shifts = None
     if law_check:
@@ -1090,7 +1090,7 @@ def dmft_delta_nn(
     # or, without one, the two that give the value; a missed root's was read above
     checked = [ev] if ev is not None else [first] if first is not None else [neg, pos]
     shift, shift_se = _nearest(checked).law_shift
-    refused = moved_with_law(checked, used) if first is None or ev is not None else None
+    refused = moved_with_law(checked, used) if first is None else None
     if refused:
         return refused
     return DMFTThreshold(
@@ -1220,7 +1220,7 @@ def _newton(search, pilot, neg, pos):
         return None, r0, None
     if not abs(ev.margin / slope) <= NEWTON_STEP:
         return None, float(r0 * np.exp(-ev.margin / slope)), ev
-    return (ev, slope, slopes, r0, pos.delta if ev.sign < 0 else neg.delta), None, ev
+    return (ev, slope, slopes, r0, pos.delta if ev.sign < 0 else neg.delta), None, None
 
 
 def _newton_value(ev, slope, slopes, r0, other):
