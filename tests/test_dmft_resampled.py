@@ -6,19 +6,21 @@ docs/theory.md 8.10).
   the width kernels of every SIMD path, for widths 1 to 5 and draws that fill no whole chunk.
 - The draws made in blocks: the law of a step does not depend on the later steps asked with
   it (its innovations are drawn first), whole blocks or not.
+- The blocks drawn side by side on two threads: the laws of one thread, to the last bit.
 - Fresh draws sample the same law as the solve's own: the mean curvature block and the spike
   moments agree within their Monte Carlo errors.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
 import rmt
 import rmt.dynamics.dmft as dm
 from rmt.kernels.dispatch import TARGETS, forward_kernel
-from rmt.kernels.dmft import forward_process
+from rmt.kernels.dmft import draw_major, forward_process
 
 
 def _solve(activation, steps=30, n=300, delta=2.6, m=2):
@@ -129,3 +131,43 @@ def test_the_smoothed_curve_is_the_centred_moving_average():
     np.testing.assert_allclose(dm.smoothed_curve(x, h), want, rtol=1e-13)
     np.testing.assert_array_equal(dm.smoothed_curve(x[:30], h), dm.smoothed_curve(x, h)[:24])
     assert dm.smoothed_curve(x[:5], h).size == 0
+
+
+def test_draw_major_is_the_transpose_of_the_step_major_draws():
+    G = np.random.default_rng(2).standard_normal((7, 13, 3))
+    out = np.empty((13, 21))
+    draw_major(G, out)
+    np.testing.assert_array_equal(out, G.transpose(1, 0, 2).reshape(13, 21))
+
+
+def test_the_laws_do_not_depend_on_the_threads_that_draw_them(monkeypatch):
+    """Blocks drawn side by side on two threads or one after the other on one: the same draws,
+    so the same laws to the last bit."""
+    model, net, res = _solve("softplus", steps=25, n=200)
+    monkeypatch.setattr(dm, "LAW_BLOCK", 100)
+    laws = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            laws.append(dm.resampled_laws(res, model, net, [10, 20], 450, np.random.default_rng(4)))
+    finally:
+        numba.set_num_threads(before)
+    for t in (10, 20):
+        np.testing.assert_array_equal(laws[0][t].zhat, laws[1][t].zhat)
+        np.testing.assert_array_equal(laws[0][t].D, laws[1][t].D)
+
+
+def test_a_hessian_without_its_right_edge_has_the_same_margins():
+    """``hessian_at_step(right_edge=False)``: the left edge, the outliers and both margins of
+    the full computation to the last bit; the right edge not computed."""
+    model, net, res = _solve("softplus", steps=121, n=1000)
+    law = dm.resampled_laws(res, model, net, [120], 4000, np.random.default_rng(1))[120]
+    full = dm.hessian_at_step(res, net, 120, law=law)
+    left = dm.hessian_at_step(res, net, 120, law=law, right_edge=False)
+    assert full.converged and left.converged
+    assert np.isfinite(full.edge_hi) and np.isnan(left.edge_hi)
+    assert (left.edge_lo, left.theta_margin, left.learning_margin) == (
+        full.edge_lo, full.theta_margin, full.learning_margin,
+    )  # fmt: skip
+    np.testing.assert_array_equal(left.outliers, full.outliers)

@@ -222,3 +222,24 @@ def test_fold_search_stays_on_the_physical_sheet():
     for p in path:  # G' = dG/dtau / h: positive definite on this law's branch
         Gp = mp.unvech(p.dG) / p.h
         assert np.linalg.eigvalsh(0.5 * (Gp + Gp.T))[0] > 0.0, p.zeta
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_one_edge_alone_is_that_edge_of_both_to_the_last_bit(m):
+    """``bulk_edges(side=...)`` finds one edge as :func:`bulk_edges` of both does, to the last
+    bit, and leaves the other uncomputed; the edge itself against the walk of short steps."""
+    law = sweep_law(m)
+    both = rmt.bulk_edges(law, 3.0)
+    left = rmt.bulk_edges(law, 3.0, side="left")
+    right = rmt.bulk_edges(law, 3.0, side="right")
+    assert left.lo == both.lo and right.hi == both.hi
+    assert np.isnan(left.hi) and left.hi_kind == "not computed"
+    assert np.isnan(right.lo) and right.lo_kind == "not computed"
+    assert left.lo == pytest.approx(walked_edge(MPSystem(law, 3.0), -1) + law.shift, rel=1e-8)
+    # the outliers and the Theta* margin from one edge are those of both
+    for name in ("value", "overlap_theta"):
+        got = [getattr(o, name) for o in rmt.outliers(law, 3.0, "left", edges=left)]
+        assert got == [getattr(o, name) for o in rmt.outliers(law, 3.0, "left", edges=both)]
+    assert rmt.theta_margin(law, 3.0, edges=left) == rmt.theta_margin(law, 3.0)
+    with pytest.raises(ValueError, match="side must be"):
+        rmt.bulk_edges(law, 3.0, side="bottom")

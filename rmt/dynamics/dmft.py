@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dtrmm
@@ -39,11 +41,12 @@ from tqdm.auto import tqdm
 
 from rmt.dynamics.descent import PhaseSegmenter, PlateauRule, segment_phases
 from rmt.freeprob.law import SpikeLaw
-from rmt.freeprob.mp import ConvergenceError, MPSystem
+from rmt.freeprob.mp import ConvergenceError, EdgeNotDetermined, MPSystem
 from rmt.freeprob.outliers import RealBranch, edge_and_branch
 from rmt.freeprob.plugin import plugin_prediction
+from rmt.freeprob.spectrum import bulk_edges
 from rmt.kernels.dispatch import forward_kernel, response_kernel
-from rmt.kernels.dmft import PAD, semidefinite_cholesky
+from rmt.kernels.dmft import PAD, draw_major, semidefinite_cholesky
 from rmt.kernels.threads import adaptive_threads
 from rmt.problem.models import MultiIndexModel
 from rmt.problem.network import TwoLayerNet
@@ -1420,10 +1423,16 @@ def resampled_laws(
     # innovations of a block drawn step by step: the draws of steps <= s are the same whatever
     # the last step, and change smoothly with the kernels; memory O(LAW_BLOCK t m)
     seeds = rng.integers(0, 2**63, size=-(-n // LAW_BLOCK))
-    for i0, seed in zip(range(0, n, LAW_BLOCK), seeds):
-        i1 = min(i0 + LAW_BLOCK, n)
-        G = np.random.default_rng(seed).standard_normal((t + 1, i1 - i0, m))
-        G = np.ascontiguousarray(G.transpose(1, 0, 2)).reshape(i1 - i0, b)
+    blocks = list(zip(range(0, n, LAW_BLOCK), seeds))
+
+    def drawn(block):  # numpy's generators release the GIL: blocks are drawn side by side
+        i0, seed = block
+        return np.random.default_rng(seed).standard_normal((t + 1, min(n - i0, LAW_BLOCK), m))
+
+    def run(i0, G_steps):
+        i1 = i0 + G_steps.shape[1]
+        G = np.empty((i1 - i0, b))
+        draw_major(G_steps, G)
         # the field X = G L^T of eq. (D7) by a triangular product, in place: X^T = L G^T
         X = dtrmm(1.0, Lc, G.T, side=0, lower=1, trans_a=0, overwrite_b=1).T
         if isinstance(net, TwoLayerNet):
@@ -1435,6 +1444,13 @@ def resampled_laws(
             _forward_numpy(net, Rw, M, z[i0:i1], y[i0:i1], X, c, widths, slot, U[:, i0:i1])
         for i, s in enumerate(times):
             fields[i, i0:i1] = X[:, s * m : (s + 1) * m]
+
+    side_by_side = max(min(numba.get_num_threads(), len(blocks)), 1)
+    with ThreadPoolExecutor(side_by_side) as pool:
+        for k in range(0, len(blocks), side_by_side):
+            group = blocks[k : k + side_by_side]
+            for (i0, _), G_steps in zip(group, pool.map(drawn, group)):
+                run(i0, G_steps)
     laws = {}
     for i, s in enumerate(times):
         laws[s] = _law_of_nodes(z, fields[i], result.Q_perp[s, s], U[i], y, net, weight_decay)
@@ -1654,7 +1670,9 @@ def _failed_hessian(result, message, t1=None, rule=None) -> DMFTHessian:
     )
 
 
-def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> DMFTHessian:
+def hessian_at_step(
+    result, net, t1, rule=None, weight_decay=0.0, law=None, right_edge=True
+) -> DMFTHessian:
     """Edges, outliers, overlaps and BBP margins of the Hessian at step ``t1`` of a DMFT solve
     (docs/theory.md section 8.9).
 
@@ -1672,6 +1690,9 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
     law : rmt.freeprob.law.SpikeLaw, optional
         The law at ``t1`` (from :func:`resampled_laws`, say); default :func:`dmft_law` of
         the solve's own draws.
+    right_edge : bool
+        False: the right edge of the bulk is not computed (``edge_hi`` is NaN); the left
+        edge, the outliers and the margins, all on the left, are the same to the last bit.
 
     Returns
     -------
@@ -1686,8 +1707,9 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
     """
     law = dmft_law(result, net, t1, weight_decay) if law is None else law
     try:
-        pred = plugin_prediction(law, result.delta)
-        margin = theta_margin(law, result.delta)
+        edges = bulk_edges(law, result.delta, side=None if right_edge else "left")
+        pred = plugin_prediction(law, result.delta, edges=edges)
+        margin = theta_margin(law, result.delta, edges=edges)
     except (ConvergenceError, ValueError) as err:
         message = f"the spectrum of the DMFT law at t1 = {t1} failed: {err}"
         return _failed_hessian(result, message, t1, rule)
@@ -1723,7 +1745,7 @@ def hessian_at_step(result, net, t1, rule=None, weight_decay=0.0, law=None) -> D
 THETA_WEIGHT_MIN = 0.5
 
 
-def theta_margin(law, delta) -> float:
+def theta_margin(law, delta, *, edges=None) -> float:
     """The BBP margin of the ``Theta*`` direction on the left of the spectrum.
 
     Parameters
@@ -1732,6 +1754,9 @@ def theta_margin(law, delta) -> float:
         The spike law (here :func:`dmft_law` at ``t1``).
     delta : float
         The sample ratio ``n / d``.
+    edges : rmt.freeprob.edges.BulkEdges, optional
+        :func:`rmt.bulk_edges` of the same law and ``delta`` with its left edge (default:
+        the left edge is found here).
 
     Returns
     -------
@@ -1764,7 +1789,13 @@ def theta_margin(law, delta) -> float:
     0.5
     """
     mp = MPSystem(law, delta)
-    edge, kind, G_edge, points = edge_and_branch(mp, -1)
+    if edges is None or edges.delta != mp.delta or edges.lo_kind == "not computed":
+        edge, kind, G_edge, points = edge_and_branch(mp, -1)
+    else:
+        edge, kind = edges.lo - law.shift, edges.lo_kind
+        G_edge, points = edges.G_lo, edges.branch_lo
+        if kind == "undetermined":
+            raise EdgeNotDetermined(f"no Theta* margin on the left: {edges.reason}")
     if kind in ("atom", "unbounded"):
         raise ValueError(f"the left edge is {'an atom' if kind == 'atom' else 'unbounded'}")
     branch = RealBranch(mp, -1, edge, G_edge, points)

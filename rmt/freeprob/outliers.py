@@ -249,7 +249,8 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     side : {"left", "right"}
         Which end of the spectrum.
     edges : BulkEdges, optional
-        The edges of the same law and ``delta``, to skip recomputing the edge.
+        The edges of the same law and ``delta``, to skip recomputing the edge (unless that
+        side's edge was not computed).
 
     Returns
     -------
@@ -283,7 +284,8 @@ def outliers(law, delta, side="left", edges=None) -> Outliers:
     check_law(law)
     sgn = check_side(side)
     mp = MPSystem(law, delta)
-    if edges is not None and edges.delta == mp.delta:
+    computed = edges is not None and (edges.lo_kind if sgn < 0 else edges.hi_kind) != "not computed"
+    if computed and edges.delta == mp.delta:
         edge, kind = (edges.lo, edges.lo_kind) if sgn < 0 else (edges.hi, edges.hi_kind)
         edge, G_edge = edge - law.shift, edges.G_lo if sgn < 0 else edges.G_hi
         branch_points = edges.branch_lo if sgn < 0 else edges.branch_hi

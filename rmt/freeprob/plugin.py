@@ -365,7 +365,7 @@ class PluginPrediction:
     bottom: float
 
 
-def plugin_prediction(law, delta, *, side="left") -> PluginPrediction:
+def plugin_prediction(law, delta, *, side="left", edges=None) -> PluginPrediction:
     """Edges and outliers of ``law`` at ``delta`` (docs/theory.md sections 3-4), as one record.
 
     Parameters
@@ -375,6 +375,9 @@ def plugin_prediction(law, delta, *, side="left") -> PluginPrediction:
         The sample ratio ``n / d``.
     side : {"left", "right"}
         The side of the outliers.
+    edges : BulkEdges, optional
+        :func:`rmt.bulk_edges` of the same law and ``delta``, computed once for several
+        readers (default: computed here).
 
     Returns
     -------
@@ -389,7 +392,7 @@ def plugin_prediction(law, delta, *, side="left") -> PluginPrediction:
     """
     if not isinstance(law, SpikeLaw):
         raise TypeError(f"law must be an rmt.SpikeLaw; got {type(law).__name__}")
-    edges = bulk_edges(law, delta)
+    edges = bulk_edges(law, delta) if edges is None else edges
     found = outliers(law, delta, side, edges=edges)
     values = np.array([o.value for o in found])
     edge = edges.lo if side == "left" else edges.hi

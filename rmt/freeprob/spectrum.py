@@ -66,7 +66,7 @@ def _side_or_undetermined(mp, side):
         return np.nan, "undetermined", None, 0, 0.0, [], str(exc)
 
 
-def bulk_edges(law, delta) -> BulkEdges:
+def bulk_edges(law, delta, *, side=None) -> BulkEdges:
     """Edges ``(lo, hi)`` of the bulk of ``H``: folds of the real branch (docs/theory.md sec. 3.7).
 
     Each edge is the fold of the real branch of (MP) continued from ``-+inf`` and refined by
@@ -83,6 +83,9 @@ def bulk_edges(law, delta) -> BulkEdges:
         The law of ``(zhat, D)``.
     delta : float
         Sample ratio ``n / d``.
+    side : {None, "left", "right"}
+        None: both edges.  ``"left"`` or ``"right"``: that edge alone (the same value, to the
+        last bit, as with both); the other is ``nan`` with kind ``"not computed"``.
 
     Returns
     -------
@@ -112,10 +115,16 @@ def bulk_edges(law, delta) -> BulkEdges:
     0.250000 2.250000
     """
     check_law(law)
+    if side not in (None, "left", "right"):
+        raise ValueError(f"side must be None, 'left' or 'right'; got {side!r}")
     mp = MPSystem(law, delta)
-    lo, hi = _side_or_undetermined(mp, -1), _side_or_undetermined(mp, +1)
-    if lo[1] == hi[1] == "undetermined":
-        raise EdgeNotDetermined(f"neither bulk edge is determined: {lo[6]}")
+    skipped = (np.nan, "not computed", None, 0, 0.0, [], "")
+    lo = skipped if side == "right" else _side_or_undetermined(mp, -1)
+    hi = skipped if side == "left" else _side_or_undetermined(mp, +1)
+    computed = [e for e in (lo, hi) if e[1] != "not computed"]
+    if all(e[1] == "undetermined" for e in computed):
+        which = "neither bulk edge is" if side is None else f"the {side} bulk edge is not"
+        raise EdgeNotDetermined(f"{which} determined: {computed[0][6]}")
     return BulkEdges(
         lo=lo[0] + law.shift,
         hi=hi[0] + law.shift,

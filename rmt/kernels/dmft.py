@@ -349,6 +349,18 @@ def forward_process_m4(act, loss_code, huber_delta, a, Rw, M, Z, Y, X, c, widths
                        ch, 4, 12, 3, 4)  # fmt: skip
 
 
+@njit(cache=True, parallel=True)
+def draw_major(G, out):
+    """``out[i, s m + j] = G[s, i, j]``: innovations drawn step by step (``T x N x m``) laid
+    out a draw to a row (``N x T m``), the layout of the field's triangular product.  A copy,
+    in parallel over the draws."""
+    T, N, m = G.shape
+    for i in prange(N):
+        for s in range(T):
+            for j in range(m):
+                out[i, s * m + j] = G[s, i, j]
+
+
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def semidefinite_cholesky(C, m, rtol, L):
     """The lower-triangular ``L`` with ``L L^T = C`` for a positive semidefinite ``C``, row

@@ -468,17 +468,18 @@ def _vertex(results, t1, drop=None) -> float:
     return float(v) if lo <= v <= hi else float(t1)
 
 
-def _hessians_at(results, net, times, weight_decay, laws=None):
+def _hessians_at(results, net, times, weight_decay, laws=None, full=()):
     """Each replica's Hessian at each step of ``times``, ``{t: [DMFTHessian per replica]}``,
     and each replica's laws there (``laws(i, result, times)``, or empty dicts: each law then
-    from the solve's own draws)."""
+    from the solve's own draws).  Only at the steps of ``full`` is the right edge of the bulk
+    computed; elsewhere the Hessians carry what the learning margin needs."""
     if laws is None:
         by_replica = [{} for _ in results]
     else:
         by_replica = [laws(i, r, times) for i, r in enumerate(results)]
     at = {
         t: [
-            hessian_at_step(r, net, t, "mean curves", weight_decay, law=by_replica[i].get(t))
+            hessian_at_step(r, net, t, "mean curves", weight_decay, by_replica[i].get(t), t in full)
             for i, r in enumerate(results)
         ]
         for t in times
@@ -503,10 +504,13 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_c
     R = len(results)
     v = _vertex(results, t1)
     loo_v = [_vertex(results, t1, drop=r) for r in range(R)]
-    last = results[0].steps - 1
-    times = list(range(int(np.floor(min(v, *loo_v))), min(int(np.ceil(max(v, *loo_v))), last) + 1))
-    at, by_replica = _hessians_at(results, net, times, weight_decay, laws)
-    hs = at[int(np.clip(round(v), times[0], times[-1]))]
+    first = int(np.floor(min(v, *loo_v)))
+    last = min(int(np.ceil(max(v, *loo_v))), results[0].steps - 1)
+    rep = int(np.clip(round(v), first, last))
+    # the steps that the linear interpolations at v and at each leave-one-out vertex read
+    times = sorted({min(int(np.floor(x)) + k, last) for x in (v, *loo_v) for k in (0, 1)} | {rep})
+    at, by_replica = _hessians_at(results, net, times, weight_decay, laws, full=(rep,))
+    hs = at[rep]
     bad = _failed_spectra(at, times)
     if bad:
         return failed(bad, t1, hs)
@@ -516,8 +520,7 @@ def _margins_at_plateau(results, net, t1, weight_decay, failed, laws=None, law_c
                     for r in range(R)])  # fmt: skip
     shifts = None
     if law_check:
-        t = int(np.clip(round(v), times[0], times[-1]))
-        shifts = np.array([_law_shift(r, net, t, weight_decay, by_replica[i][t], at[t][i])
+        shifts = np.array([_law_shift(r, net, rep, weight_decay, by_replica[i][rep], at[rep][i])
                            for i, r in enumerate(results)])  # fmt: skip
     return DMFTEvaluation(
         delta=results[0].delta,
@@ -604,7 +607,7 @@ def _margins_when_settled(reps, net, t1, window, max_steps, progress, weight_dec
     def read(results, times):  # the Hessians at new steps; the laws' draws are causal
         new = [t for t in times if t not in at]
         if new:
-            got, laws_got = _hessians_at(results, net, new, weight_decay, laws)
+            got, laws_got = _hessians_at(results, net, new, weight_decay, laws, full=times[-1:])
             at.update(got)
             for i, d in enumerate(laws_got):
                 law[i].update(d)
@@ -717,7 +720,7 @@ def _law_shift(result, net, t, weight_decay, law, hessian) -> float:
             law.zhat[i * n : (i + 1) * n], law.D[i * n : (i + 1) * n], None, law.theta_dims,
             shift=law.shift, kind=law.kind, unbounded_reason=law.unbounded_reason,
         )  # fmt: skip
-        h = hessian_at_step(result, net, t, "mean curves", weight_decay, law=part)
+        h = hessian_at_step(result, net, t, "mean curves", weight_decay, part, right_edge=False)
         if not h.converged:
             return float("nan")
         coarse.append(h.learning_margin)
