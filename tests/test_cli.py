@@ -157,6 +157,15 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     assert summary["delta_alg"] == pytest.approx(0.5, rel=1e-6)
     assert "delta_NN (DMFT, d -> inf) = 2.601 ± 0.031" in cap.err
     assert calls[0]["replicas"] == 8 and calls[0]["n_samples"] == 2500
+    assert calls[0]["d"] is None and summary["delta_nn_dmft"]["d"] is None
+    # at a finite size: the dimension reaches the solver and names the value
+    assert main(["threshold", "--out", str(tmp_path / "d"), "--json", "--dmft-d", "4000"]) == 0
+    cap = capsys.readouterr()
+    assert calls[1]["d"] == 4000 and json.loads(cap.out)["delta_nn_dmft"]["d"] == 4000
+    assert "delta_NN (DMFT, d = 4000) = 2.601 ± 0.031" in cap.err
+    assert main(["threshold", "--out", str(tmp_path / "e"), "--dmft-d", "1"]) != 0
+    assert "--dmft-d must be >= 2; got 1" in capsys.readouterr().err
+    assert not (tmp_path / "e").exists()  # refused before anything is written
     failed = rmt.DMFTThreshold(
         value=np.nan,
         stderr=np.nan,

@@ -538,18 +538,20 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
             say(f"  DMFT at delta = {ev.delta:.4g}: {state}")
 
     lo, hi = DMFT_MIN_DELTA, config.max_delta
+    size = f"d = {config.dmft_d}" if config.dmft_d else "d -> inf"
     if say:
         say(
-            f"rmt: delta_NN of the DMFT (d -> inf): the root in delta in [{lo:g}, {hi:g}] of "
+            f"rmt: delta_NN of the DMFT ({size}): the root in delta in [{lo:g}, {hi:g}] of "
             f"the learning margin at the plateau, {config.dmft_replicas} replicas of "
             f"{config.dmft_samples} draws (more at the root until its standard error is at "
             f"most {100 * STDERR_RTOL:g}% of it) ..."
         )
     res = dmft_delta_nn(
         config.model(), config.net(), lo, hi, progress=report,
-        replicas=config.dmft_replicas, **config.dmft_options(),
+        replicas=config.dmft_replicas, d=config.dmft_d or None, **config.dmft_options(),
     )  # fmt: skip
     return {
+        "d": config.dmft_d or None,
         "delta": res.value if res.converged else None,
         "stderr": res.stderr if res.converged else None,
         "bracket": [res.lo, res.hi],
@@ -590,12 +592,13 @@ def _evaluation_record(ev) -> dict:
 
 def format_dmft_threshold(dmft: dict) -> str:
     """One line: the DMFT ``delta_NN`` with its standard error, or why it failed."""
+    size = f"d = {dmft['d']}" if dmft.get("d") else "d -> inf"
     if dmft.get("no_transition"):
-        return f"delta_NN (DMFT, d -> inf): none: {dmft['message']}"
+        return f"delta_NN (DMFT, {size}): none: {dmft['message']}"
     if not dmft["converged"]:
-        return f"delta_NN (DMFT, d -> inf): not determined: {dmft['message']}"
+        return f"delta_NN (DMFT, {size}): not determined: {dmft['message']}"
     return (
-        f"delta_NN (DMFT, d -> inf) = {dmft['delta']:.3f} ± {dmft['stderr']:.3f} "
+        f"delta_NN (DMFT, {size}) = {dmft['delta']:.3f} ± {dmft['stderr']:.3f} "
         f"(Monte Carlo standard error; {dmft['replicas']} replicas of {dmft['n_samples']} draws)"
     )
 

@@ -387,6 +387,15 @@ class RunConfig:
         ("threshold", "phase-diagram"),
         "search",
     )
+    dmft_d: int = option(
+        0,
+        "input dimension of a finite network for the DMFT delta_NN: each Hessian law from "
+        "the n = delta d samples of that network (where rare samples set the Hessian's edge, "
+        "as with the square loss, the threshold moves with d; docs/theory.md 8.10); 0: the "
+        "limit d -> inf",
+        ("threshold",),
+        "search",
+    )
     scheduler: str | None = option(
         None,
         "None (serial), 'local', or a Dask scheduler address",
@@ -444,6 +453,7 @@ class RunConfig:
         check_positive_int(self.dmft_steps, "dmft_steps", minimum=2)
         check_positive_int(self.dmft_samples, "dmft_samples", minimum=2)
         check_positive_int(self.dmft_replicas, "dmft_replicas", minimum=2)
+        check_positive_int(self.dmft_d, "dmft_d", minimum=2 if self.dmft_d else 0)
         check_positive_int(self.lifetime_steps, "lifetime_steps", minimum=0)
         check_positive_int(self.row_steps, "row_steps", minimum=0)
         if not check_positive_float(self.max_delta, "max_delta") > MIN_DELTA:

@@ -780,6 +780,7 @@ class DMFTThreshold:
     no_transition: bool = False
     law_shift: float = float("nan")
     law_shift_se: float = float("nan")
+    d: int | None = None
 
 
 #: why a network whose Hessian is positive semidefinite everywhere has no ``delta_NN``
@@ -923,6 +924,7 @@ def dmft_delta_nn(
     stderr_rtol=STDERR_RTOL,
     max_replicas=None,
     rng=0,
+    d=None,
     progress=None,
     **kwargs,
 ) -> DMFTThreshold:
@@ -964,6 +966,14 @@ def dmft_delta_nn(
         batch is sized by that law.
     max_replicas : int, optional
         The most replicas of that final evaluation (default ``4 * replicas``).
+    d : int, optional
+        The input dimension of a finite network: at each ``delta`` every replica's Hessian
+        law comes from ``n = ceil(delta d)`` fresh draws, the samples of that network, in
+        place of ``law_draws`` (the pilot's too), and the law check is not made.  Where the
+        left edge of the law is set by rare draws (the square loss with phase retrieval's
+        heavy-tailed labels), it moves out as the sample grows, and so does the threshold
+        that a network of that size shows (docs/theory.md 8.10): this is the value at the
+        size asked.  None: the limit, with the law check.
     progress : callable, optional
         Called with each :class:`DMFTEvaluation` as it is found.
     **kwargs
@@ -1012,6 +1022,9 @@ def dmft_delta_nn(
     pilot = check_positive_int(pilot, "pilot")
     if law_draws is not None:
         law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
+    if d is not None:
+        d = check_positive_int(d, "d", minimum=2)
+        law_draws = _SampleLaw(d)
     if stderr_rtol is not None:
         stderr_rtol = check_positive_float(stderr_rtol, "stderr_rtol")
     max_replicas = check_positive_int(
@@ -1021,12 +1034,12 @@ def dmft_delta_nn(
         check_nonneg_float(kwargs.get("weight_decay", 0.0), "weight_decay")
         reason = PSD_REASON.format(act=net.activation, loss=net.loss)
         return _no_value(lo, hi, reason, replicas=0, n_samples=0, no_transition=True)
-    check = law_draws is not None
+    check = law_draws is not None and d is None
     evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, check)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
         few = max(n_samples // pilot, 2)
-        few_law = None if law_draws is None else max(law_draws // pilot, 2)
+        few_law = law_draws if law_draws is None or d else max(law_draws // pilot, 2)
         evaluate = _evaluator(model, net, replicas, few, few_law, rng, kwargs)
         search = _Search(evaluate, max_evals, progress)
 
@@ -1034,6 +1047,7 @@ def dmft_delta_nn(
         return _no_value(
             lo, hi, message, evaluations=full.evals, replicas=used, n_samples=n_samples,
             pilot_evaluations=search.evals, law_shift=law_shift[0], law_shift_se=law_shift[1],
+            d=d,
         )  # fmt: skip
 
     def moved_with_law(evs, used=replicas):
@@ -1077,7 +1091,7 @@ def dmft_delta_nn(
         def more(delta, count, start):
             return dmft_margin(
                 model, net, delta, replicas=count, n_samples=n_samples, rng=rng,
-                law_draws=law_draws, first_replica=start, law_check=check, **kwargs,
+                law_draws=_law_count(law_draws, delta), first_replica=start, law_check=check, **kwargs,
             )  # fmt: skip
 
         ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
@@ -1109,6 +1123,7 @@ def dmft_delta_nn(
         pilot_evaluations=search.evals if pilot > 1 else {},
         law_shift=shift,
         law_shift_se=shift_se,
+        d=d,
     )
 
 
@@ -1143,7 +1158,8 @@ def _law_not_converged(evs) -> str:
                 f"margin moves by {shift:+.3g} +- {err:.2g} ({n} replicas) from quarters of "
                 f"the law's draws to all of them, against its standard error "
                 f"{ev.margin_se:.2g}: the left edge of the Hessian's law at W1 is set by rare "
-                "draws that the law does not resolve (docs/theory.md 8.10)"
+                "draws that the law does not resolve; d = ... gives the value at a finite size "
+                "(docs/theory.md 8.10)"
             )
     return ""
 
@@ -1166,11 +1182,27 @@ def _same_sign(evals) -> str:
     return f"no negative Theta* outlier at any delta tried, up to {xs[-1]:.4g}"
 
 
+class _SampleLaw:
+    """The law's draws of a network of input dimension ``d`` at ``delta``: its ``n``
+    samples, ``ceil(delta d)`` (at least 2)."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def __call__(self, delta):
+        return max(int(np.ceil(delta * self.d - 1e-9)), 2)
+
+
+def _law_count(law_draws, delta):
+    """The law's draws at ``delta``: ``law_draws`` itself, or its value there (``_SampleLaw``)."""
+    return law_draws(delta) if callable(law_draws) else law_draws
+
+
 def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, law_check=False):
     def evaluate(delta):
         return dmft_margin(
             model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng,
-            law_draws=law_draws, law_check=law_check, **kwargs,
+            law_draws=_law_count(law_draws, delta), law_check=law_check, **kwargs,
         )  # fmt: skip
 
     return evaluate
