@@ -10,6 +10,7 @@ import pytest
 
 import rmt
 from rmt.app.cli import main
+from rmt.app.plotting import phase_diagram_figures
 from rmt.experiments import phase_diagram as pd
 from rmt.experiments.store import read_table
 from rmt.thresholds.asymptotic import DMFTEvaluation
@@ -189,3 +190,22 @@ def test_a_root_whose_margin_moves_with_the_law_draws_is_not_determined():
     )  # fmt: skip
     assert pd._status_of(moving) == "not determined"
     assert pd._status_of(replace(moving, law_shift=np.nan)) == "none"
+
+
+def test_a_finite_size_reaches_every_cell_and_names_the_axes(monkeypatch):
+    """``dmft_d`` goes to each cell's search as ``d`` (0: the limit, ``d=None``), and the
+    figures name the size of their values."""
+    seen = []
+
+    def fake(model, net, lo, hi, **kwargs):
+        seen.append(kwargs["d"])
+        return rmt.DMFTThreshold(value=4.6, stderr=0.09, lo=4.5, hi=4.7, converged=True,
+                                 message="ok", replicas=2, n_samples=400)  # fmt: skip
+
+    monkeypatch.setattr(pd, "dmft_delta_nn", fake)
+    for d in (4000, 0):
+        row = pd.cell_row(replace(SMALL, dmft_d=d), {"loss": "square"})
+        assert row["delta_nn"] == 4.6 and row["status"] == "found"
+    assert seen == [4000, None]
+    figs = phase_diagram_figures([row], {"loss": ["square"]}, "t", "d = 4000")
+    assert figs["phase_diagram_lines.png"].axes[0].get_ylabel() == "delta_NN (DMFT, d = 4000)"

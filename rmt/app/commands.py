@@ -645,8 +645,9 @@ def cmd_phase_diagram(config: RunConfig, out, progress=None, quiet=False) -> dic
     _stage(quiet, f"delta_NN of the DMFT in {cells} cells ({', '.join(grid)}); resumable")
     res = phase_diagram(config, grid, out, progress=progress)
     fixed = ", ".join(f"{a} {getattr(config, a)}" for a in AXES if a not in grid)
-    title = f"delta_NN of the DMFT (d -> inf) at {fixed}"
-    figs = phase_diagram_figures(res.rows, grid, title)
+    size = f"d = {config.dmft_d}" if config.dmft_d else "d -> inf"
+    title = f"delta_NN of the DMFT ({size}) at {fixed}"
+    figs = phase_diagram_figures(res.rows, grid, title, size)
     for name, fig in figs.items():
         save_figure_atomic(fig, out / name)
     summary = {

@@ -915,11 +915,12 @@ def _series(rows, x_axis, series_axes):
     return {k: sorted(v, key=lambda p: p[0]) for k, v in groups.items()}
 
 
-def plot_phase_lines(ax, rows, x_axis, series_axes, legend=True):
+def plot_phase_lines(ax, rows, x_axis, series_axes, legend=True, size="d -> inf"):
     """``delta_NN`` (DMFT, with error bars of two standard errors) against ``x_axis``, one line
     per value of ``series_axes``; ``delta_alg`` as a dotted reference line.  A series without a
     transition, or without an answer, is named in the legend with that word, never drawn as a
-    number (docs/theory.md section 8.10)."""
+    number (docs/theory.md section 8.10).  ``size`` names the size of the values on the axis
+    (``"d = 4000"`` for :func:`rmt.dmft_delta_nn` at a finite ``d``)."""
     for label, points in _series(rows, x_axis, series_axes).items():
         found = [(x, r) for x, r in points if r["status"] == "found"]
         gaps = {
@@ -943,7 +944,7 @@ def plot_phase_lines(ax, rows, x_axis, series_axes, legend=True):
     for i, value in enumerate(algs):
         ax.axhline(value, color=color, ls=style, lw=1.2, label="delta_alg" if i == 0 else None)
     ax.set_xlabel(x_axis)
-    ax.set_ylabel("delta_NN (DMFT, d -> inf)")
+    ax.set_ylabel(f"delta_NN (DMFT, {size})")
     if x_axis == "width":
         ax.set_xticks(sorted({p for p in (r["width"] for r in rows)}))
     elif x_axis in ("init_scale", "lr", "weight_decay") and min(r[x_axis] for r in rows) > 0:
@@ -986,7 +987,7 @@ def plot_phase_heatmap(ax, rows, x_axis, y_axis):
     return image
 
 
-def phase_diagram_figures(rows, grid, title="") -> dict:
+def phase_diagram_figures(rows, grid, title="", size="d -> inf") -> dict:
     """The figures of a phase diagram (:func:`rmt.experiments.phase_diagram.phase_diagram`).
 
     ``phase_diagram_lines.png``: ``delta_NN`` against the first axis of ``grid`` (``width``
@@ -1002,6 +1003,8 @@ def phase_diagram_figures(rows, grid, title="") -> dict:
         ``{axis: values}``: which axes vary.
     title : str
         The figures' title.
+    size : str
+        The size of the values, as the axes name it (``"d -> inf"``, or ``"d = 4000"``).
 
     Returns
     -------
@@ -1012,7 +1015,7 @@ def phase_diagram_figures(rows, grid, title="") -> dict:
     x_axis = "width" if "width" in grid else axes_names[0]
     rest = [a for a in axes_names if a != x_axis]
     fig, axes = new_figure(1, 1, width=6.0, height=4.2)
-    plot_phase_lines(axes[0][0], rows, x_axis, rest, legend=False)
+    plot_phase_lines(axes[0][0], rows, x_axis, rest, legend=False, size=size)
     figure_legend(fig, axes, ncols=2)
     set_title(fig, title)
     figs = {"phase_diagram_lines.png": fig}
@@ -1025,7 +1028,7 @@ def phase_diagram_figures(rows, grid, title="") -> dict:
                 image = plot_phase_heatmap(ax, [r for _, r in points], x_axis, y_axis)
                 if facets:
                     ax.set_title(label, fontsize=9)
-            fig.colorbar(image, ax=axes[0].tolist(), label="delta_NN (DMFT)")
+            fig.colorbar(image, ax=axes[0].tolist(), label=f"delta_NN (DMFT, {size})")
             set_title(fig, title)
             figs["phase_diagram_heatmap.png"] = fig
     return figs

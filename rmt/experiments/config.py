@@ -393,7 +393,7 @@ class RunConfig:
         "the n = delta d samples of that network (where rare samples set the Hessian's edge, "
         "as with the square loss, the threshold moves with d; docs/theory.md 8.10); 0: the "
         "limit d -> inf",
-        ("threshold",),
+        ("threshold", "phase-diagram"),
         "search",
     )
     scheduler: str | None = option(

@@ -190,7 +190,8 @@ def cell_row(config, cell) -> dict:
 
 def cell_threshold(cfg, progress=None):
     """The search of one cell: :func:`rmt.dmft_delta_nn` over ``[MIN_DELTA, cfg.max_delta]``
-    with the configuration's DMFT settings and no further replicas (docs/theory.md 8.12).
+    with the configuration's DMFT settings (at its finite ``dmft_d``, if set) and no further
+    replicas (docs/theory.md 8.12).
 
     Parameters
     ----------
@@ -205,7 +206,7 @@ def cell_threshold(cfg, progress=None):
     """
     return dmft_delta_nn(
         cfg.model(), cfg.net(), MIN_DELTA, cfg.max_delta, replicas=cfg.dmft_replicas,
-        stderr_rtol=None, progress=progress, **cfg.dmft_options(),
+        stderr_rtol=None, progress=progress, d=cfg.dmft_d or None, **cfg.dmft_options(),
     )  # fmt: skip
 
 
