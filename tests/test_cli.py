@@ -1,5 +1,6 @@
 """The command line: option grammar and one-line errors that leave no files behind."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -183,7 +184,16 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     summary = json.loads(cap.out)
     assert summary["delta_nn_dmft"]["delta"] is None and "NaN" not in cap.out
     assert summary["delta_nn_dmft"]["law_shift"] is None  # not computed: None, not NaN
-    assert "not determined: no plateau" in cap.err
+    assert "not determined: no plateau" in cap.err and "--dmft-d" not in cap.err
+    # refused by the law check: the line says how to ask for the value at a size
+    moving = dataclasses.replace(
+        failed, message="not converged in the law's draws", law_shift=-0.04
+    )
+    monkeypatch.setattr(dt, "dmft_delta_nn", lambda *a, **k: moving)
+    assert main(["threshold", "--out", str(tmp_path / "c")]) == 0
+    assert "not converged in the law's draws (on the command line: --dmft-d D)" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -596,7 +596,10 @@ def format_dmft_threshold(dmft: dict) -> str:
     if dmft.get("no_transition"):
         return f"delta_NN (DMFT, {size}): none: {dmft['message']}"
     if not dmft["converged"]:
-        return f"delta_NN (DMFT, {size}): not determined: {dmft['message']}"
+        hint = ""
+        if dmft.get("law_shift") is not None and not dmft.get("d"):
+            hint = " (on the command line: --dmft-d D)"
+        return f"delta_NN (DMFT, {size}): not determined: {dmft['message']}{hint}"
     return (
         f"delta_NN (DMFT, {size}) = {dmft['delta']:.3f} ± {dmft['stderr']:.3f} "
         f"(Monte Carlo standard error; {dmft['replicas']} replicas of {dmft['n_samples']} draws)"
