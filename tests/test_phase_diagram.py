@@ -11,6 +11,7 @@ import pytest
 import rmt
 from rmt.app.cli import main
 from rmt.app.plotting import phase_diagram_figures
+from rmt.app.report import format_phase_table
 from rmt.experiments import phase_diagram as pd
 from rmt.experiments.store import read_table
 from rmt.thresholds.asymptotic import DMFTEvaluation
@@ -160,8 +161,6 @@ def test_a_relu_cell_has_no_transition_with_the_reason(loss):
 
 def test_the_terminal_table_prints_a_shared_reason_once():
     """Cells without a number point at numbered notes; cells with the same reason share one."""
-    from rmt.app.report import format_phase_table
-
     base = dict(delta_alg=0.5, delta_pop=None, delta_nn=None, stderr=None)
     rows = [
         dict(base, width=1, status="none", reason="no outlier"),
@@ -209,3 +208,5 @@ def test_a_finite_size_reaches_every_cell_and_names_the_axes(monkeypatch):
     assert seen == [4000, None]
     figs = phase_diagram_figures([row], {"loss": ["square"]}, "t", "d = 4000")
     assert figs["phase_diagram_lines.png"].axes[0].get_ylabel() == "delta_NN (DMFT, d = 4000)"
+    head = format_phase_table([row], {"loss": ["square"]}, "d = 4000").splitlines()[0]
+    assert "delta_NN (DMFT, d = 4000)" in head

@@ -664,7 +664,7 @@ def cmd_phase_diagram(config: RunConfig, out, progress=None, quiet=False) -> dic
         out, "phase-diagram", config, config.seeds[:1],
         {"wall_time_s": time.perf_counter() - t0}, files, grid=summary["grid"],
     )  # fmt: skip
-    _say(format_phase_table(res.rows, grid))
+    _say(format_phase_table(res.rows, grid, size if config.dmft_d else ""))
     _wrote("phase-diagram", f"{cells} cells", [*files, "manifest.json"], out)
     return summary
 

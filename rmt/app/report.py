@@ -102,13 +102,15 @@ def _cell(value, width, fmt, missing="n/a") -> str:
     return f"{value:>{width}{fmt}}"
 
 
-def format_phase_table(rows, grid) -> str:
+def format_phase_table(rows, grid, size="") -> str:
     """The cells of a phase diagram, one line each: its axes, ``delta_NN`` ± its standard
-    error (or why there is none), ``delta_alg`` and ``delta_pop``."""
+    error (or why there is none), ``delta_alg`` and ``delta_pop``; ``size`` (``"d = 4000"``)
+    names the size of the DMFT's values in the header when they are not the limit's."""
     names = list(grid)
     labels = [", ".join(f"{a}={r[a]}" for a in names) for r in rows]
     width = max([len("cell"), *map(len, labels)])
-    head = f"{'cell':<{width}} {'delta_NN (DMFT)':>17} {'delta_alg':>9} {'delta_pop':>9}"
+    column = f"delta_NN (DMFT{', ' + size if size else ''})"
+    head = f"{'cell':<{width}} {column:>17} {'delta_alg':>9} {'delta_pop':>9}"
     lines, notes = [head, "-" * len(head)], []
     for label, r in zip(labels, rows):
         if r["status"] == "found":
