@@ -72,7 +72,7 @@ def test_solver_responses_match_the_forward_recursion(m):
     delta, lr, T, N = 1.5, 0.5, 12, 50
     res = dmft_gd(model, net, delta, lr, T, 0.3, n_samples=N, n_test=100, rng=3)
     assert res.converged
-    Js = [_psi(net, res.u[t], res.y)[2] for t in range(T)]  # (N, m, m) each
+    Js = [np.moveaxis(_psi(net, res.u[t], res.y)[2], 2, 0) for t in range(T)]  # (N, m, m)
     rows = {}  # rows[t][s]: d r^t / d eta^s, (N, m, m)
     for t in range(T):
         rows[t] = {}

@@ -771,7 +771,8 @@ def smoothed_relu_descent(net, data, W0, lr, steps, relu_smoothing, test=None):
 
 
 def _psi(net, U, y, relu_smoothing=None, widths=None):
-    """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian.
+    """``(loss, psi, J)`` per sample: the loss, ``d l / d u`` (``N x m``) and its Jacobian,
+    draws last (``m x m x N``: the layout of the response kernels).
 
     With ``relu_smoothing`` ``h`` (or given ``widths``) a ReLU network uses the smoothed
     activation of :func:`_smoothed_relu` at these draws for ``psi`` and ``J``, and the exact
@@ -787,8 +788,10 @@ def _psi(net, U, y, relu_smoothing=None, widths=None):
         ell, dl, d2l = net.loss_derivatives(y, s @ a)
     v = ds * a
     psi = dl[:, None] * v
-    J = d2l[:, None, None] * v[:, :, None] * v[:, None, :]
-    J += (dl[:, None] * d2s * a)[:, :, None] * np.eye(v.shape[1])
+    vT = np.ascontiguousarray(v.T)
+    J = d2l * vT[:, None, :] * vT[None, :, :]
+    for i in range(vT.shape[0]):
+        J[i, i] += (dl * d2s[:, i]) * a[i]
     return ell, psi, J
 
 
@@ -1012,7 +1015,7 @@ def _n_side_step(prob, draws, st, t) -> None:
     st.loss[t] = float(np.mean(ell))
     # responses by reverse mode (rmt.kernels.dmft): R_psi(t, p) = E[J^t d r^t / d eta^p]
     N = psi.shape[0]
-    st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
+    st.J[t, :, :, :N] = J
     row = np.empty((t + 1, m, m))
     response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
     st.P[a:b] = psi.T
@@ -1026,7 +1029,7 @@ def _n_side_step(prob, draws, st, t) -> None:
         z2 = draws["z"][:, 0] ** 2
         st.J[t, :, :, :N] *= z2  # J^t enters the reverse pass only as its left factor
         response_kernel(m)(st.KT.reshape(-1, m, st.KT.shape[1]), st.J, t, row)
-        st.J[t, :, :, :N] = np.transpose(J, (1, 2, 0))
+        st.J[t, :, :, :N] = J
         st.Rz[t, : t + 1] = row / N
         cz_row = (st.P[:b] @ (psi * z2[:, None])).T / N
         st.Czf[a:b, :b] = cz_row
