@@ -1774,6 +1774,9 @@ def theta_margin(law, delta, *, edges=None) -> float:
     ValueError
         When the left edge is an atom or unbounded, or no eigenvector lies mainly along
         ``Theta*``: then there is no such margin.
+    rmt.ConvergenceError
+        When the left edge is not determined by the discretised law
+        (``EdgeNotDetermined``) or its fold is not found.
 
     Examples
     --------
