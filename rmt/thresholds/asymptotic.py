@@ -765,6 +765,9 @@ class DMFTThreshold:
         them, and its standard error (:attr:`DMFTEvaluation.law_shifts`); NaN when not
         computed.  A change significantly larger than the margin's standard error makes the
         result ``converged = False``.
+    d : int or None
+        The input dimension whose samples made each law (``d`` of :func:`dmft_delta_nn`:
+        the value at that size); None: the limit.
     """
 
     value: float
