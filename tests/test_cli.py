@@ -11,6 +11,7 @@ import pytest
 
 import rmt
 from rmt.app.cli import build_parser, config_from_args, flag_of, main
+from rmt.app.commands import format_dmft_threshold
 from rmt.experiments.config import RunConfig
 
 
@@ -194,6 +195,11 @@ def test_threshold_leads_with_the_asymptotic_delta_nn_and_its_error(tmp_path, ca
     assert "not converged in the law's draws (on the command line: --dmft-d D)" in (
         capsys.readouterr().err
     )
+    # beside a simulation at d, the flag for the DMFT at that same d
+    line = format_dmft_threshold(
+        {"converged": False, "message": "not converged", "law_shift": -0.04}, 1000
+    )
+    assert line.endswith("not converged (on the command line: --dmft-d 1000)")
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")

@@ -462,7 +462,7 @@ def cmd_threshold_trained(config: RunConfig, out, progress=None, quiet=False) ->
         f"interval at level {nn['alpha']:g})"
     )
     if dmft is not None:
-        _say(format_dmft_threshold(dmft))
+        _say(format_dmft_threshold(dmft, config.d))
     if config.table:
         table = trained_threshold_table(config, lo, hi, progress=say)
         write_table(out / "threshold_table.csv", table, TRAINED_TABLE_COLUMNS)
@@ -590,15 +590,17 @@ def _evaluation_record(ev) -> dict:
     }
 
 
-def format_dmft_threshold(dmft: dict) -> str:
-    """One line: the DMFT ``delta_NN`` with its standard error, or why it failed."""
+def format_dmft_threshold(dmft: dict, d=None) -> str:
+    """One line: the DMFT ``delta_NN`` with its standard error, or why it failed; a limit
+    refused by the law check names the flag for the value at a size (at ``d``, the size of
+    the simulation beside it, when given)."""
     size = f"d = {dmft['d']}" if dmft.get("d") else "d -> inf"
     if dmft.get("no_transition"):
         return f"delta_NN (DMFT, {size}): none: {dmft['message']}"
     if not dmft["converged"]:
         hint = ""
         if dmft.get("law_shift") is not None and not dmft.get("d"):
-            hint = " (on the command line: --dmft-d D)"
+            hint = f" (on the command line: --dmft-d {d or 'D'})"
         return f"delta_NN (DMFT, {size}): not determined: {dmft['message']}{hint}"
     return (
         f"delta_NN (DMFT, {size}) = {dmft['delta']:.3f} ± {dmft['stderr']:.3f} "
