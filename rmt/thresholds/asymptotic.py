@@ -479,7 +479,9 @@ def _hessians_at(results, net, times, weight_decay, laws=None, full=()):
         by_replica = [laws(i, r, times) for i, r in enumerate(results)]
     at = {
         t: [
-            hessian_at_step(r, net, t, "mean curves", weight_decay, by_replica[i].get(t), t in full)
+            hessian_at_step(
+                r, net, t, "mean curves", weight_decay, by_replica[i].get(t), right_edge=t in full
+            )
             for i, r in enumerate(results)
         ]
         for t in times
@@ -1027,7 +1029,6 @@ def dmft_delta_nn(
         law_draws = check_positive_int(law_draws, "law_draws", minimum=2)
     if d is not None:
         d = check_positive_int(d, "d", minimum=2)
-        law_draws = _SampleLaw(d)
     if stderr_rtol is not None:
         stderr_rtol = check_positive_float(stderr_rtol, "stderr_rtol")
     max_replicas = check_positive_int(
@@ -1038,12 +1039,13 @@ def dmft_delta_nn(
         reason = PSD_REASON.format(act=net.activation, loss=net.loss)
         return _no_value(lo, hi, reason, replicas=0, n_samples=0, no_transition=True)
     check = law_draws is not None and d is None
-    evaluate = _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, check)
+    laws_at = _law_draws_at(law_draws, d)
+    evaluate = _evaluator(model, net, replicas, n_samples, laws_at, rng, kwargs, check)
     full = search = _Search(evaluate, max_evals, progress)
     if pilot > 1:
         few = max(n_samples // pilot, 2)
-        few_law = law_draws if law_draws is None or d else max(law_draws // pilot, 2)
-        evaluate = _evaluator(model, net, replicas, few, few_law, rng, kwargs)
+        few_laws_at = _law_draws_at(law_draws, d, pilot)
+        evaluate = _evaluator(model, net, replicas, few, few_laws_at, rng, kwargs)
         search = _Search(evaluate, max_evals, progress)
 
     def failed(message, used=replicas, law_shift=(np.nan, np.nan)):
@@ -1094,7 +1096,7 @@ def dmft_delta_nn(
         def more(delta, count, start):
             return dmft_margin(
                 model, net, delta, replicas=count, n_samples=n_samples, rng=rng,
-                law_draws=_law_count(law_draws, delta), first_replica=start, law_check=check, **kwargs,
+                law_draws=laws_at(delta), first_replica=start, law_check=check, **kwargs,
             )  # fmt: skip
 
         ev, value, se, a, b, note = _top_up(more, newton, stderr_rtol, max_replicas, progress)
@@ -1185,27 +1187,21 @@ def _same_sign(evals) -> str:
     return f"no negative Theta* outlier at any delta tried, up to {xs[-1]:.4g}"
 
 
-class _SampleLaw:
-    """The law's draws of a network of input dimension ``d`` at ``delta``: its ``n``
-    samples, ``ceil(delta d)`` (at least 2)."""
-
-    def __init__(self, d):
-        self.d = d
-
-    def __call__(self, delta):
-        return max(int(np.ceil(delta * self.d - 1e-9)), 2)
-
-
-def _law_count(law_draws, delta):
-    """The law's draws at ``delta``: ``law_draws`` itself, or its value there (``_SampleLaw``)."""
-    return law_draws(delta) if callable(law_draws) else law_draws
+def _law_draws_at(law_draws, d, part=1):
+    """The law's draws of an evaluation as a function of ``delta``: the ``n = ceil(delta d)``
+    samples of a network of input dimension ``d`` when it is given (whatever the part), else
+    ``law_draws // part`` (at least 2; None: each law from the solve's own draws)."""
+    if d is not None:
+        return lambda delta: max(int(np.ceil(delta * d - 1e-9)), 2)
+    count = None if law_draws is None else max(law_draws // part, 2)
+    return lambda delta: count
 
 
-def _evaluator(model, net, replicas, n_samples, law_draws, rng, kwargs, law_check=False):
+def _evaluator(model, net, replicas, n_samples, laws_at, rng, kwargs, law_check=False):
     def evaluate(delta):
         return dmft_margin(
             model, net, delta, replicas=replicas, n_samples=n_samples, rng=rng,
-            law_draws=_law_count(law_draws, delta), law_check=law_check, **kwargs,
+            law_draws=laws_at(delta), law_check=law_check, **kwargs,
         )  # fmt: skip
 
     return evaluate
