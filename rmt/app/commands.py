@@ -523,6 +523,12 @@ def _learn_dmft(config: RunConfig, rows, quiet) -> dict:
 DMFT_MIN_DELTA = 0.5
 
 
+def dmft_size(d) -> str:
+    """How the DMFT's values name their size: ``"d = 4000"`` at a finite input dimension
+    (``--dmft-d``), ``"d -> inf"`` for the limit (``d`` 0 or None)."""
+    return f"d = {d}" if d else "d -> inf"
+
+
 def _dmft_threshold(config: RunConfig, say) -> dict:
     """``delta_NN`` of the DMFT (:func:`rmt.dmft_delta_nn`) in ``[DMFT_MIN_DELTA,
     config.max_delta]``, as a dict."""
@@ -538,7 +544,7 @@ def _dmft_threshold(config: RunConfig, say) -> dict:
             say(f"  DMFT at delta = {ev.delta:.4g}: {state}")
 
     lo, hi = DMFT_MIN_DELTA, config.max_delta
-    size = f"d = {config.dmft_d}" if config.dmft_d else "d -> inf"
+    size = dmft_size(config.dmft_d)
     if say:
         say(
             f"rmt: delta_NN of the DMFT ({size}): the root in delta in [{lo:g}, {hi:g}] of "
@@ -594,7 +600,7 @@ def format_dmft_threshold(dmft: dict, d=None) -> str:
     """One line: the DMFT ``delta_NN`` with its standard error, or why it failed; a limit
     refused by the law check names the flag for the value at a size (at ``d``, the size of
     the simulation beside it, when given)."""
-    size = f"d = {dmft['d']}" if dmft.get("d") else "d -> inf"
+    size = dmft_size(dmft.get("d"))
     if dmft.get("no_transition"):
         return f"delta_NN (DMFT, {size}): none: {dmft['message']}"
     if not dmft["converged"]:
@@ -650,7 +656,7 @@ def cmd_phase_diagram(config: RunConfig, out, progress=None, quiet=False) -> dic
     _stage(quiet, f"delta_NN of the DMFT in {cells} cells ({', '.join(grid)}); resumable")
     res = phase_diagram(config, grid, out, progress=progress)
     fixed = ", ".join(f"{a} {getattr(config, a)}" for a in AXES if a not in grid)
-    size = f"d = {config.dmft_d}" if config.dmft_d else "d -> inf"
+    size = dmft_size(config.dmft_d)
     title = f"delta_NN of the DMFT ({size}) at {fixed}"
     figs = phase_diagram_figures(res.rows, grid, title, size)
     for name, fig in figs.items():
